@@ -1,0 +1,162 @@
+"""Suite-wide pytest hooks, in pytest's order: options, configuration, report header,
+parametrisation over the selected frameworks, and fixtures. The equivalence summary
+is a plugin of its own, ``harness.summary.Summary``.
+
+No framework is imported here: adapters import theirs when a test first needs it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import itertools
+import os
+import platform
+
+import pytest
+
+# Before anything can import Keras or TensorFlow: Keras 3 fixes its backend at
+# import, and TensorFlow's C++ start-up chatter drowns the test output.
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
+from harness import selection as selection_mod  # noqa: E402
+from harness.summary import PROPERTY, Summary  # noqa: E402
+
+SELECTION = pytest.StashKey[selection_mod.Selection]()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--frameworks", default=None, metavar="NAMES",
+        help=f"comma-separated frameworks to test (default: ${selection_mod.ENV_VAR}, else all). "
+             "A framework named here that fails to import is an error, not a skip.",
+    )
+
+
+def pytest_configure(config):
+    try:
+        selection = selection_mod.select(config.getoption("--frameworks"), os.environ)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[SELECTION] = selection
+    config.addinivalue_line(
+        "markers",
+        "only_adapters(predicate): generate the test only for adapter classes where predicate(cls) is true",
+    )
+    if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
+        config.pluginmanager.register(Summary(), "rnn-equivalence-summary")
+    if selection.missing_is_error:
+        _fail_fast_on_missing(selection)
+
+    from hypothesis import settings  # a test dependency; cheap next to any framework
+
+    settings.register_profile("dev", deadline=None)
+    settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+    settings.load_profile("ci" if selection.ci else "dev")
+
+
+def _fail_fast_on_missing(selection):
+    """A module that is not installed at all is reported before any test runs."""
+    for name in selection.names:
+        for module in adapter_class(name).requires:
+            if importlib.util.find_spec(module) is None:
+                reason = "CI=true" if selection.ci else "it was requested explicitly"
+                raise pytest.UsageError(
+                    f"framework {name!r} needs module {module!r}, which is not installed; "
+                    f"a missing framework is an error because {reason} "
+                    "(install everything with: pip install -e '.[all,test]')"
+                )
+
+
+def pytest_report_header(config):
+    selection = config.stash[SELECTION]
+    versions = {"python": platform.python_version(), "numpy": _version("numpy")}
+    for name in selection.names:
+        for dist in adapter_class(name).distributions:
+            versions[dist] = _version(dist)
+    policy = "error" if selection.missing_is_error else "skip with reason"
+    return [
+        "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"rnn-equivalence: frameworks {', '.join(selection.names)}; "
+        f"KERAS_BACKEND={os.environ['KERAS_BACKEND']}; missing framework -> {policy}",
+        f"rnn-equivalence: platform {platform.platform()}, {platform.machine()}",
+    ]
+
+
+def _version(distribution):
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def pytest_generate_tests(metafunc):
+    """Give each framework x activation x dtype its own test id, only for what the framework supports.
+
+    ``framework`` may come with ``g`` (activation), ``dtype`` and ``mutation`` (a
+    deliberately wrong mapping the adapter declares); ``framework_pair`` yields
+    every pair of selected frameworks.
+    """
+    names = metafunc.config.stash[SELECTION].names
+    only = metafunc.definition.get_closest_marker("only_adapters")
+    if only is not None:
+        names = [name for name in names if only.args[0](adapter_class(name))]
+    fixtures = metafunc.fixturenames
+    if "framework" in fixtures:
+        argnames = [a for a in ("framework", "g", "dtype", "mutation") if a in fixtures]
+        combos = []
+        for name in names:
+            cls = adapter_class(name)
+            axes = {"framework": [name], "g": cls.activations, "dtype": cls.dtypes,
+                    "mutation": list(cls.mutations)}
+            combos += itertools.product(*(axes[a] for a in argnames))
+        metafunc.parametrize(argnames, combos, ids=["-".join(c).replace(" ", "_") for c in combos])
+    if "framework_pair" in fixtures:
+        pairs = list(itertools.combinations(names, 2))
+        metafunc.parametrize("framework_pair", pairs, ids=[f"{a}-vs-{b}" for a, b in pairs])
+
+
+_LOADED = {}
+
+
+def load_adapter(config, name):
+    """The adapter for ``name``, loaded once per process; a missing framework skips or fails."""
+    if name not in _LOADED:
+        try:
+            _LOADED[name] = load(name)
+        except ImportError as error:
+            _LOADED[name] = error
+    adapter = _LOADED[name]
+    if isinstance(adapter, ImportError):
+        selection = config.stash[SELECTION]
+        if selection.missing_is_error:
+            why = "CI=true" if selection.ci else "it was requested explicitly"
+            pytest.fail(f"{adapter} (an error, not a skip, because {why})", pytrace=False)
+        pytest.skip(f"framework {name!r} not available: {adapter}")
+    return adapter
+
+
+@pytest.fixture
+def adapter(request, framework):
+    return load_adapter(request.config, framework)
+
+
+@pytest.fixture
+def adapters(request, framework_pair):
+    return tuple(load_adapter(request.config, name) for name in framework_pair)
+
+
+@pytest.fixture
+def record(request):
+    """Attach a result to this test's report, for the summary table (carried across xdist)."""
+
+    def record(kind, adapter, **fields):
+        versions = ", ".join(f"{k} {v}" for k, v in adapter.versions().items())
+        request.node.user_properties.append(
+            (PROPERTY, {"kind": kind, "system": adapter.name, "cell": adapter.describe(),
+                        "versions": versions, **fields})
+        )
+
+    return record

@@ -1,0 +1,152 @@
+"""The interface every framework adapter implements.
+
+An adapter owns one framework's weight mapping: canonical parameters
+(``reference.RNNParams``) to the framework's own named weights and back, and
+a run of the framework's own cell on those weights. Frameworks are imported
+in ``__init__``, never at module level, so that importing ``frameworks`` is
+free and a missing framework breaks only its own adapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from typing import Callable
+
+import numpy as np
+
+from reference.params import FLOAT_DTYPES, RNNParams
+
+Native = dict[str, np.ndarray]
+# name -> (shape, the shape spelled in the framework's own symbols)
+NativeSpec = dict[str, tuple[tuple[int, ...], str]]
+
+
+class Adapter:
+    name: str  # the selection key, e.g. "torch"
+    cell: str  # the framework's own class, e.g. "torch.nn.RNNCell"
+    distributions: tuple[str, ...]  # pip distributions whose versions identify what was run
+    bias_names: tuple[str, ...]  # native names of the bias tensors, absent in a bias-free cell
+    requires: tuple[str, ...] = ()  # top-level modules the adapter imports
+    activations: tuple[str, ...] = ("tanh", "relu", "sigmoid", "identity")
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    # Deliberately wrong mappings, each expressed on the native weights, that
+    # the suite must detect; see tests/equivalence/test_mutations.py.
+    mutations: dict[str, Callable[[Native], Native]] = {}
+
+    def describe(self) -> str:
+        return self.cell
+
+    def versions(self) -> dict[str, str]:
+        return {dist: distribution_version(dist) for dist in self.distributions}
+
+    # --- the mapping ------------------------------------------------------
+    def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
+        raise NotImplementedError
+
+    def to_native(self, params: RNNParams) -> Native:
+        raise NotImplementedError
+
+    def from_native(self, native: Native) -> RNNParams:
+        raise NotImplementedError
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int) -> dict[str, tuple[int, ...]] | None:
+        """Names and shapes of the weights the framework's own cell creates, read from a
+        freshly built cell, so a test can hold ``native_spec`` against the framework.
+        None where there is no framework cell (the mapping is ours)."""
+        return None
+
+    # --- running the framework's own cell ------------------------------------
+    def run_native(self, native: Native, xs: np.ndarray, h0: np.ndarray, g: str) -> np.ndarray:
+        """Unroll the framework's cell over ``xs`` (T, batch, I) from ``h0`` (batch, H)."""
+        raise NotImplementedError
+
+    def run(self, params: RNNParams, xs, h0=None, g: str = "tanh") -> np.ndarray:
+        """Map ``params`` to native weights and unroll; returns every h_t as (T, batch, H)."""
+        xs = np.asarray(xs)
+        if h0 is None:
+            h0 = np.zeros((xs.shape[1], params.hidden_size), params.dtype)
+        return self.run_native(self.to_native(params), xs, np.asarray(h0), g)
+
+    def step(self, params: RNNParams, x, h_prev=None, g: str = "tanh") -> np.ndarray:
+        """One step: ``x`` (batch, I), ``h_prev`` (batch, H) -> (batch, H)."""
+        return self.run(params, np.asarray(x)[None], h_prev, g)[0]
+
+    # --- checks shared by all adapters -------------------------------------
+    def check_call(self, native: Native, xs: np.ndarray, h0: np.ndarray, g: str) -> np.dtype:
+        """Validate a run's arguments; return their common dtype."""
+        if g not in self.activations:
+            raise ValueError(
+                f"{self.cell}: activation {g!r} is not supported; expected one of {self.activations}"
+            )
+        if xs.ndim != 3:
+            raise ValueError(f"{self.cell}: inputs: expected shape (T, batch, input_size), got {xs.shape}")
+        if h0.ndim != 2 or h0.shape[0] != xs.shape[1]:
+            raise ValueError(
+                f"{self.cell}: initial state: expected shape (batch, hidden_size) with "
+                f"batch={xs.shape[1]}, got {h0.shape}"
+            )
+        dtype = xs.dtype
+        if dtype.name not in self.dtypes:
+            raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
+        if h0.dtype != dtype:
+            raise TypeError(f"{self.cell}: initial state: expected dtype {dtype} (the inputs'), got {h0.dtype}")
+        has_bias = any(name in native for name in self.bias_names)
+        spec = self.native_spec(xs.shape[2], h0.shape[1], has_bias)
+        sizes = f"input_size={xs.shape[2]} read from the inputs, hidden_size={h0.shape[1]} from the initial state"
+        check_native(self.cell, native, spec, dtype, sizes)
+        return dtype
+
+
+def check_native(cell: str, native: Native, spec: NativeSpec, dtype=None, sizes: str = "") -> None:
+    """Raise, in the framework's own parameter names, unless ``native`` matches ``spec``."""
+    if not isinstance(native, dict):
+        raise TypeError(f"{cell}: expected a dict of weights {sorted(spec)}, got {type(native).__name__}")
+    missing, unexpected = sorted(set(spec) - set(native)), sorted(set(native) - set(spec))
+    if missing or unexpected:
+        raise ValueError(
+            f"{cell}: expected weights {sorted(spec)}, got {sorted(native)}"
+            f" (missing {missing}, unexpected {unexpected})"
+        )
+    for name, (shape, shape_text) in spec.items():
+        value = np.asarray(native[name])
+        if value.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{cell}: {name}: expected a float32 or float64 array, got dtype {value.dtype}")
+        if dtype is not None and value.dtype != dtype:
+            raise TypeError(f"{cell}: {name}: expected dtype {dtype} (the inputs'), got {value.dtype}")
+        if value.shape != shape:
+            raise ValueError(
+                f"{cell}: {name}: expected shape {shape_text} = {shape}, got {value.shape}"
+                + (f" ({sizes})" if sizes else "")
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"{cell}: {name}: expected finite values, got non-finite entries")
+
+
+def import_framework(module: str, adapter_name: str):
+    """Import a framework module, or raise an ImportError that names the adapter."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(f"adapter {adapter_name!r} needs {module!r}, which failed to import: {error}") from error
+
+
+def distribution_version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+# Mutation helpers: the ways a weight mapping goes wrong in practice.
+def transposed(name: str):
+    return lambda native: {**native, name: native[name].T.copy()}
+
+
+def swapped(a: str, b: str):
+    return lambda native: {**native, a: native[b], b: native[a]}
+
+
+def scaled(name: str, factor: float):
+    """factor 0 drops a tensor (a forgotten bias), factor 2 doubles it (a bias added twice)."""
+    return lambda native: {**native, name: native[name] * factor}

@@ -1,0 +1,106 @@
+"""The lecture's two formulas run in NumPy in the test dtype (float32 or float64).
+
+These are the reference code itself, run in float32 as well, so the summary
+shows that the two formulas agree with each other exactly as closely as the
+error model predicts, before any framework enters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frameworks.base import Adapter, Native, NativeSpec, scaled, swapped, transposed
+from reference.params import RNNParams
+from reference.rnn import concatenate_kernels, concatenated_step, rnn_sequence
+
+
+class NumpySplit(Adapter):
+    """Formula 2, h_t = g(W_hh h_{t-1} + W_hx x_t + b): native layout = canonical layout."""
+
+    name = "numpy-split"
+    cell = "reference.split_step"
+    distributions = ("numpy",)
+    bias_names = ("b_x", "b_h")
+    mutations = {
+        "W_hh transposed": transposed("W_hh"),
+        "W_hx and W_hh swapped": swapped("W_hx", "W_hh"),
+        "b_h dropped": scaled("b_h", 0.0),
+        "b_x doubled": scaled("b_x", 2.0),
+    }
+
+    def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
+        I, H = input_size, hidden_size
+        spec = {"W_hx": ((H, I), "(H, I)"), "W_hh": ((H, H), "(H, H)")}
+        if has_bias:
+            spec.update(b_x=((H,), "(H,)"), b_h=((H,), "(H,)"))
+        return spec
+
+    def to_native(self, params: RNNParams) -> Native:
+        native = {"W_hx": params.W_hx, "W_hh": params.W_hh}
+        if params.has_bias:
+            native.update(b_x=params.b_x, b_h=params.b_h)
+        return native
+
+    def from_native(self, native: Native) -> RNNParams:
+        return RNNParams(native["W_hx"], native["W_hh"], native.get("b_x"), native.get("b_h"))
+
+    def run_native(self, native: Native, xs, h0, g: str) -> np.ndarray:
+        self.check_call(native, xs, h0, g)
+        return rnn_sequence(self.from_native(native), xs, h0, g, formula="split")
+
+
+class LectureConcatenatedLayout(Adapter):
+    """The mapping to the lecture's concatenated kernel, shared by every adapter that uses it.
+
+    canonical: W_hx (H, I), W_hh (H, H), b_x (H), b_h (H)
+    native:    W_h = [W_hh | W_hx]  (H, H+I), hidden columns first;  b = b_x + b_h  (H)
+
+    One bias slot, so the two canonical biases are summed (one rounding) and
+    the way back returns b_x = b, b_h = 0: lossy unless b_h was zero.
+    """
+
+    bias_names = ("b",)
+    mutations = {
+        "input columns first in W_h (wrong concatenation order)":
+            lambda n: {**n, "W_h": np.roll(n["W_h"], -n["W_h"].shape[0], axis=1)},
+        "W_hh block transposed": lambda n: {
+            **n, "W_h": np.hstack([n["W_h"][:, : n["W_h"].shape[0]].T, n["W_h"][:, n["W_h"].shape[0]:]])
+        },
+        "b dropped": scaled("b", 0.0),
+        "b doubled": scaled("b", 2.0),
+    }
+
+    def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
+        I, H = input_size, hidden_size
+        spec = {"W_h": ((H, H + I), "(H, H+I)")}
+        if has_bias:
+            spec["b"] = ((H,), "(H,)")
+        return spec
+
+    def to_native(self, params: RNNParams) -> Native:
+        native = {"W_h": concatenate_kernels(params.W_hh, params.W_hx)}
+        if params.has_bias:
+            native["b"] = params.b
+        return native
+
+    def from_native(self, native: Native) -> RNNParams:
+        W_h = np.asarray(native["W_h"])
+        H = W_h.shape[0]
+        b = native.get("b")
+        return RNNParams(W_h[:, H:], W_h[:, :H], b, None if b is None else np.zeros_like(b))
+
+
+class NumpyConcatenated(LectureConcatenatedLayout):
+    """Formula 1, h_t = g(W_h [h_{t-1}; x_t] + b), one matmul per step."""
+
+    name = "numpy-concat"
+    cell = "reference.concatenated_step"
+    distributions = ("numpy",)
+
+    def run_native(self, native: Native, xs, h0, g: str) -> np.ndarray:
+        self.check_call(native, xs, h0, g)
+        h, outputs = h0.T, []
+        for x in xs:
+            h = concatenated_step(native["W_h"], h, x.T, native.get("b"), g)
+            outputs.append(h.T)
+        return np.stack(outputs)

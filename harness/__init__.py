@@ -1,0 +1,1 @@
+"""The test harness: error model, comparison, framework selection and the summary table."""

@@ -1,0 +1,65 @@
+"""The one comparison helper: measured error against the bound from ``harness.tolerance``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of comparing ``actual`` with ``expected`` under an elementwise ``bound``."""
+
+    what: str  # e.g. "torch vs float64 reference, I=3 H=4 batch=2 T=50 tanh float32 seed=0"
+    max_error: float  # max |actual - expected|
+    ratio: float  # max over elements of |actual - expected| / bound; <= 1 means within bound
+    error_at_worst: float  # the error and bound at the element where the ratio peaks
+    bound_at_worst: float
+    worst_index: tuple[int, ...]
+
+    @property
+    def equivalent(self) -> bool:
+        return self.ratio <= 1.0
+
+    def message(self) -> str:
+        verdict = "within" if self.equivalent else "EXCEEDS"
+        return (
+            f"{self.what}: max |error| {self.max_error:.3g}; worst element {self.worst_index} has "
+            f"error {self.error_at_worst:.3g} vs bound {self.bound_at_worst:.3g} "
+            f"(ratio {self.ratio:.3g}, {verdict} the bound of harness/tolerance.py)"
+        )
+
+    def as_record(self) -> dict:
+        return {**asdict(self), "worst_index": list(self.worst_index)}
+
+
+def compare(actual, expected, bound, what: str) -> Comparison:
+    actual, expected, bound = (np.asarray(a, np.float64) for a in (actual, expected, bound))
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{what}: shape {actual.shape} differs from the expected {expected.shape}")
+    error = np.abs(actual - expected)
+    error = np.where(np.isnan(error), np.inf, error)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(error == 0, 0.0, error / bound)
+    worst = np.unravel_index(int(np.argmax(ratios)), ratios.shape) if ratios.size else ()
+    return Comparison(
+        what=what,
+        max_error=float(error.max(initial=0.0)),
+        ratio=float(ratios.max(initial=0.0)),
+        error_at_worst=float(error[worst]) if ratios.size else 0.0,
+        bound_at_worst=float(bound[worst]) if ratios.size else 0.0,
+        worst_index=tuple(int(i) for i in worst),
+    )
+
+
+def assert_within_bound(comparison: Comparison) -> None:
+    __tracebackhide__ = True
+    if not comparison.equivalent:
+        raise AssertionError(comparison.message())
+
+
+def assert_bitwise_equal(actual, expected, what: str) -> None:
+    """Identical values, shapes and dtypes (strict), for cases where every partial sum is exact."""
+    __tracebackhide__ = True
+    np.testing.assert_array_equal(actual, expected, err_msg=f"{what}: expected bitwise equality", strict=True)

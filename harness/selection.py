@@ -1,0 +1,44 @@
+"""Which frameworks a run tests, and whether a missing one is a skip or an error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from frameworks import ADAPTERS
+
+ENV_VAR = "RNN_EQ_FRAMEWORKS"
+
+
+@dataclass(frozen=True)
+class Selection:
+    names: tuple[str, ...]
+    explicit: bool  # named by the option or the environment variable
+    ci: bool  # CI=true: nothing may be skipped for a missing framework
+
+    @property
+    def missing_is_error(self) -> bool:
+        return self.explicit or self.ci
+
+
+def is_ci(environ) -> bool:
+    return environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def select(option: str | None, environ) -> Selection:
+    """Frameworks from ``--frameworks``, else ``RNN_EQ_FRAMEWORKS``, else all of them.
+
+    Raises ValueError naming the unknown names and listing the valid ones.
+    """
+    value = option if option is not None else environ.get(ENV_VAR)
+    ci = is_ci(environ)
+    if value is None or value.strip() in ("", "all"):
+        return Selection(tuple(ADAPTERS), explicit=False, ci=ci)
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    unknown = [n for n in names if n not in ADAPTERS]
+    if unknown:
+        source = "--frameworks" if option is not None else ENV_VAR
+        raise ValueError(
+            f"{source}: unknown framework(s) {', '.join(map(repr, unknown))}; "
+            f"valid names: {', '.join(ADAPTERS)} (comma-separated, or 'all')"
+        )
+    return Selection(names, explicit=True, ci=ci)

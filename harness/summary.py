@@ -1,0 +1,122 @@
+"""The end-of-run equivalence summary: the table users quote.
+
+Tests attach one record per comparison to their report (``user_properties``),
+which pytest-xdist carries from the workers to the controller, so the table
+is the same with and without ``-n``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+PROPERTY = "rnn_equivalence"
+
+# Record kinds:
+#   reference  a framework vs the float64 NumPy reference, within the error bound?
+#   pair       two frameworks vs each other, within the sum of their bounds?
+#   exact      small-integer case: bitwise equal to the reference?
+#   mutation   a deliberately wrong mapping: did the comparison catch it?
+KINDS = ("reference", "pair", "exact", "mutation")
+
+
+@dataclass
+class Row:
+    system: str
+    cell: str = ""
+    versions: str = ""
+    cases: int = 0
+    worst_ratio: float = 0.0
+    max_error: float = 0.0
+    dtypes: set = field(default_factory=set)
+    exact: list = field(default_factory=list)
+    mutations_caught: int = 0
+    mutations: int = 0
+
+    def add(self, record: dict) -> None:
+        self.cell = record.get("cell", self.cell)
+        self.versions = record.get("versions", self.versions)
+        kind = record["kind"]
+        if kind in ("reference", "pair"):
+            self.cases += 1
+            self.worst_ratio = max(self.worst_ratio, record["ratio"])
+            self.max_error = max(self.max_error, record["max_error"])
+            self.dtypes.add(record["dtype"])
+        elif kind == "exact":
+            self.exact.append(record["equal"])
+        elif kind == "mutation":
+            self.mutations += 1
+            self.mutations_caught += bool(record["detected"])
+
+    @property
+    def verdict(self) -> str:
+        if self.worst_ratio > 1 or not all(self.exact):
+            return "NOT equivalent"
+        if self.mutations_caught < self.mutations:
+            return "UNPROVEN: a wrong mapping passed"
+        if self.cases == 0:
+            return "not compared"
+        return "equivalent"
+
+
+class Summary:
+    """A pytest plugin, registered on the controller only: gathers records, prints the table."""
+
+    def __init__(self):
+        self.systems: dict[str, Row] = {}
+        self.pairs: dict[str, Row] = {}
+
+    def add(self, record: dict) -> None:
+        if record["kind"] == "pair":
+            key = f"{record['system']} vs {record['other']}"
+            self.pairs.setdefault(key, Row(key)).add(record)
+        else:
+            self.systems.setdefault(record["system"], Row(record["system"])).add(record)
+
+    def add_report(self, report) -> None:
+        for name, value in getattr(report, "user_properties", ()):
+            if name == PROPERTY:
+                self.add(value)
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.when == "call":
+            self.add_report(report)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.systems or self.pairs:
+            terminalreporter.section("equivalence summary")
+            self.render(terminalreporter.write_line)
+
+    def render(self, write_line) -> None:
+        if not self.systems and not self.pairs:
+            return
+        write_line("Each case compares hidden states h_1..h_T with the float64 NumPy reference;")
+        write_line("'worst err/bound' is the largest measured error as a fraction of the bound")
+        write_line("derived in harness/tolerance.py (equivalent when <= 1).")
+        rows = [("system", "version", "cell", "dtypes", "cases", "max |err|", "worst err/bound",
+                 "bitwise (int case)", "wrong mappings caught", "verdict")]
+        for row in sorted(self.systems.values(), key=lambda r: r.system):
+            rows.append((
+                row.system, row.versions, row.cell, ",".join(sorted(row.dtypes)) or "-", str(row.cases),
+                f"{row.max_error:.2e}", f"{row.worst_ratio:.3f}",
+                ("yes" if all(row.exact) else "NO") if row.exact else "-",
+                f"{row.mutations_caught}/{row.mutations}" if row.mutations else "-",
+                row.verdict,
+            ))
+        _table(rows, write_line)
+        if self.pairs:
+            write_line("")
+            write_line("Framework against framework (bound: the sum of both frameworks' bounds):")
+            rows = [("pair", "dtypes", "cases", "max |diff|", "worst diff/bound", "verdict")]
+            for row in sorted(self.pairs.values(), key=lambda r: r.system):
+                rows.append((row.system, ",".join(sorted(row.dtypes)), str(row.cases),
+                             f"{row.max_error:.2e}", f"{row.worst_ratio:.3f}", row.verdict))
+            _table(rows, write_line)
+
+
+def _table(rows, write_line) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if i == 0:
+            write_line("  ".join("-" * w for w in widths))

@@ -1,0 +1,139 @@
+"""Pins on the NumPy reference itself, independent of any framework."""
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from harness.cases import Case
+from harness.compare import assert_bitwise_equal, assert_within_bound, compare
+from harness.tolerance import pair_bound
+from reference import ACTIVATIONS, concatenate_kernels, concatenated_step, rnn_sequence, split_step
+
+
+def lecture_example(dtype):
+    """The lecture's example: W_hh 3x2 of ones, W_hx 3x3 of nines, h 2x1 of ones, x 3x1 of nines."""
+    return (np.ones((3, 2), dtype), np.full((3, 3), 9, dtype), np.ones((2, 1), dtype), np.full((3, 1), 9, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lecture_example_gives_245_in_every_row_under_both_formulas(dtype):
+    W_hh, W_hx, h, x = lecture_example(dtype)
+    # Each row: 2 * (1 * 1) + 3 * (9 * 9) = 245, exact in any float format.
+    expected = np.full((3, 1), 245, dtype)
+    assert_bitwise_equal(concatenated_step(concatenate_kernels(W_hh, W_hx), h, x, g="identity"), expected,
+                         "formula 1, W_h [h; x]")
+    assert_bitwise_equal(split_step(W_hh, W_hx, h, x, g="identity"), expected, "formula 2, W_hh h + W_hx x")
+
+
+def test_lecture_concatenation_puts_hidden_columns_first():
+    W_hh, W_hx, _, _ = lecture_example("float64")
+    W_h = concatenate_kernels(W_hh, W_hx)
+    assert W_h.shape == (3, 5)
+    np.testing.assert_array_equal(W_h[:, :2], W_hh)
+    np.testing.assert_array_equal(W_h[:, 2:], W_hx)
+
+
+def test_wrong_concatenation_order_gives_a_different_answer():
+    """[W_hx | W_hh] against [h; x] still multiplies (3x5 by 5x1) but is another function:
+    rows give 9+9+81+9+9 = 117, not 245. The comparison must say so."""
+    W_hh, W_hx, h, x = lecture_example("float64")
+    right = concatenated_step(np.hstack([W_hh, W_hx]), h, x, g="identity")
+    wrong = concatenated_step(np.hstack([W_hx, W_hh]), h, x, g="identity")
+    assert not compare(wrong, right, np.full(right.shape, 1e-9), "wrong order").equivalent
+    np.testing.assert_array_equal(wrong, np.full((3, 1), 117.0))
+
+
+def test_sigmoid_with_random_bias_agrees_under_both_formulas():
+    """The notes' check: sigmoid activation, random b, lecture shapes; both formulas agree."""
+    rng = np.random.default_rng(7)
+    W_hh, W_hx = rng.standard_normal((3, 2)), rng.standard_normal((3, 3))
+    h, x, b = rng.standard_normal((2, 1)), rng.standard_normal((3, 1)), rng.standard_normal(3)
+    one = concatenated_step(concatenate_kernels(W_hh, W_hx), h, x, b, g="sigmoid")
+    two = split_step(W_hh, W_hx, h, x, b, g="sigmoid")
+    assert np.all((one > 0) & (one < 1))
+    # Same 6 terms summed in another order, float64: within a few ulps (gamma_6 * |terms| <= 1e-14 here).
+    np.testing.assert_allclose(one, two, rtol=0, atol=6 * 2.0**-53 * 10)
+
+
+@given(
+    input_size=st.integers(1, 12),
+    hidden_size=st.integers(1, 12),
+    batch=st.integers(1, 4),
+    steps=st.integers(1, 30),
+    seed=st.integers(0, 2**16),
+    g=st.sampled_from(sorted(ACTIVATIONS)),
+    dtype=st.sampled_from(["float32", "float64"]),
+)
+def test_both_formulas_agree_within_the_error_bound(input_size, hidden_size, batch, steps, seed, g, dtype):
+    case = Case(input_size, hidden_size, batch, steps, seed)
+    params, xs, h0 = case.params(dtype), case.inputs(dtype), case.h0(dtype)
+    one = rnn_sequence(params, xs, h0, g, formula="concatenated")
+    two = rnn_sequence(params, xs, h0, g, formula="split")
+    bound = pair_bound(case.bound(g, dtype), case.bound(g, dtype))
+    assert_within_bound(compare(one, two, bound, f"formula 1 vs formula 2, {case.describe(g, dtype)}"))
+
+
+@given(
+    input_size=st.integers(1, 40),
+    hidden_size=st.integers(1, 40),
+    steps=st.integers(1, 50),
+    seed=st.integers(0, 2**16),
+    g=st.sampled_from(sorted(ACTIVATIONS)),
+)
+def test_error_bound_holds_for_float32_numpy(input_size, hidden_size, steps, seed, g):
+    """The error model is a claim; here it is checked where we control both computations."""
+    case = Case(input_size, hidden_size, 3, steps, seed)
+    for formula in ("concatenated", "split"):
+        actual = rnn_sequence(case.params("float32"), case.inputs("float32"), case.h0("float32"), g, formula)
+        assert_within_bound(compare(actual, case.reference(g), case.bound_vs_reference(g, "float32"),
+                                    f"float32 {formula} vs float64, {case.describe(g, 'float32')}"))
+
+
+@pytest.mark.parametrize("g", sorted(ACTIVATIONS))
+def test_error_bound_is_tight_enough_to_catch_a_wrong_mapping(g):
+    """A bound that grew without limit would pass anything. Over 50 steps it stays tiny
+    next to the O(0.1) changes a wrong mapping causes."""
+    case = Case(16, 32, 4, 50, seed=3)
+    assert case.bound_vs_reference(g, "float32").max() < 1e-4
+
+
+def test_float32_reference_stays_float32():
+    case = Case(3, 4, 2, 5)
+    assert rnn_sequence(case.params("float32"), case.inputs("float32"), case.h0("float32")).dtype == np.float32
+
+
+def test_bias_off_equals_zero_bias():
+    case = Case(3, 4, 2, 5)
+    params = case.params()
+    zero = params.replace(b_x=np.zeros(4), b_h=np.zeros(4))
+    assert_bitwise_equal(rnn_sequence(params.without_bias(), case.inputs(), case.h0()),
+                         rnn_sequence(zero, case.inputs(), case.h0()), "no bias vs zero bias")
+
+
+def test_sequence_starts_from_zero_state_by_default():
+    case = Case(3, 4, 2, 5)
+    assert_bitwise_equal(rnn_sequence(case.params(), case.inputs()),
+                         rnn_sequence(case.params(), case.inputs(), np.zeros((2, 4))), "h0=None vs zeros")
+
+
+@pytest.mark.parametrize(
+    "xs_shape, h0_shape, dtype, message",
+    [
+        ((5, 2, 4), (2, 4), "float64", r"xs: expected shape \(T, batch, I\) with I=3, got \(5, 2, 4\)"),
+        ((2, 3), (2, 4), "float64", r"xs: expected shape \(T, batch, I\) with I=3, got \(2, 3\)"),
+        ((5, 2, 3), (3, 4), "float64", r"h0: expected shape \(batch, H\) = \(2, 4\), got \(3, 4\)"),
+        ((5, 2, 3), (2, 4), "float32", r"xs: expected dtype float64 \(the parameters' dtype\), got float32"),
+    ],
+)
+def test_reference_refuses_bad_input(xs_shape, h0_shape, dtype, message):
+    params = Case(3, 4, 2, 5).params("float64")
+    with pytest.raises((ValueError, TypeError), match=message):
+        rnn_sequence(params, np.zeros(xs_shape, dtype), np.zeros(h0_shape, "float64"))
+
+
+def test_unknown_activation_and_formula_are_refused():
+    case = Case(3, 4, 2, 5)
+    with pytest.raises(ValueError, match=r"unknown activation 'gelu'; expected one of \['identity', 'relu', 'sigmoid', 'tanh'\]"):
+        rnn_sequence(case.params(), case.inputs(), g="gelu")
+    with pytest.raises(ValueError, match=r"unknown formula 'fused'; expected one of \('concatenated', 'split'\)"):
+        rnn_sequence(case.params(), case.inputs(), formula="fused")
