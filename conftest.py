@@ -7,8 +7,6 @@ No framework is imported here: adapters import theirs when a test first needs it
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import itertools
 import os
 import platform
@@ -21,6 +19,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
+from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
 from harness.summary import PROPERTY, Summary  # noqa: E402
 
@@ -59,23 +58,22 @@ def pytest_configure(config):
 
 def _fail_fast_on_missing(selection):
     """A module that is not installed at all is reported before any test runs."""
-    for name in selection.names:
-        for module in adapter_class(name).requires:
-            if importlib.util.find_spec(module) is None:
-                reason = "CI=true" if selection.ci else "it was requested explicitly"
-                raise pytest.UsageError(
-                    f"framework {name!r} needs module {module!r}, which is not installed; "
-                    f"a missing framework is an error because {reason} "
-                    "(install everything with: pip install -e '.[all,test]')"
-                )
+    missing = selection_mod.uninstalled_modules(selection.names)
+    if missing:
+        reason = "CI=true" if selection.ci else "they were requested explicitly"
+        listing = ", ".join(f"{name!r} needs {module!r}" for name, module in missing)
+        raise pytest.UsageError(
+            f"frameworks not installed: {listing}; this is an error because {reason} "
+            "(install everything with: pip install -e '.[all,test]')"
+        )
 
 
 def pytest_report_header(config):
     selection = config.stash[SELECTION]
-    versions = {"python": platform.python_version(), "numpy": _version("numpy")}
+    versions = {"python": platform.python_version(), "numpy": distribution_version("numpy")}
     for name in selection.names:
         for dist in adapter_class(name).distributions:
-            versions[dist] = _version(dist)
+            versions[dist] = distribution_version(dist)
     policy = "error" if selection.missing_is_error else "skip with reason"
     return [
         "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
@@ -83,13 +81,6 @@ def pytest_report_header(config):
         f"KERAS_BACKEND={os.environ['KERAS_BACKEND']}; missing framework -> {policy}",
         f"rnn-equivalence: platform {platform.platform()}, {platform.machine()}",
     ]
-
-
-def _version(distribution):
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def pytest_generate_tests(metafunc):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
-from frameworks import ADAPTERS
+from frameworks import ADAPTERS, adapter_class
 
 ENV_VAR = "RNN_EQ_FRAMEWORKS"
 
@@ -42,3 +43,13 @@ def select(option: str | None, environ) -> Selection:
             f"valid names: {', '.join(ADAPTERS)} (comma-separated, or 'all')"
         )
     return Selection(names, explicit=True, ci=ci)
+
+
+def uninstalled_modules(names) -> list[tuple[str, str]]:
+    """(framework, module) for every module a framework needs that is not installed at all.
+
+    Cheap (no import): a module that is installed but fails to import is
+    caught later, when its adapter loads.
+    """
+    return [(name, module) for name in names for module in adapter_class(name).requires
+            if importlib.util.find_spec(module) is None]

@@ -1,0 +1,81 @@
+"""The suite's behaviour as users see it: whole pytest runs in a child process."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_pytest(*args, env=None, blocked=None, tmp_path=None):
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_BREAK", "PYTEST_XDIST_WORKER",
+                            "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
+    environ.update(env or {})
+    if blocked:
+        # A package of the same name that fails on import, ahead of the real one on sys.path.
+        shim = tmp_path / "shim" / blocked
+        shim.mkdir(parents=True)
+        (shim / "__init__.py").write_text(f"raise ImportError('{blocked} blocked by the test')\n")
+        environ["PYTHONPATH"] = str(tmp_path / "shim")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                            cwd=ROOT, env=environ, capture_output=True, text=True, timeout=600)
+    return result.returncode, result.stdout + result.stderr
+
+
+def verdict(row):
+    """The last column of a summary row (columns are separated by two or more spaces)."""
+    return row.rstrip().rsplit("  ", 1)[-1].strip()
+
+
+def test_unknown_framework_is_a_usage_error_listing_valid_names():
+    code, out = run_pytest("--frameworks=torch,pytorch", "tests/reference")
+    assert code == pytest.ExitCode.USAGE_ERROR, out
+    assert "unknown framework(s) 'pytorch'; valid names: numpy-split, numpy-concat, torch" in out
+
+
+def test_missing_framework_is_a_visible_skip_locally(tmp_path):
+    code, out = run_pytest("tests/equivalence/test_exact.py", "-k", "torch", "-rs",
+                           blocked="torch", tmp_path=tmp_path)
+    assert code == pytest.ExitCode.OK, out
+    assert "SKIPPED" in out and "framework 'torch' not available" in out and "torch blocked by the test" in out
+
+
+def test_missing_framework_requested_explicitly_is_an_error(tmp_path):
+    code, out = run_pytest("tests/equivalence/test_exact.py", "--frameworks=torch",
+                           blocked="torch", tmp_path=tmp_path)
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    assert "error" in out and "because it was requested explicitly" in out
+
+
+def test_missing_framework_under_ci_is_an_error(tmp_path):
+    code, out = run_pytest("tests/equivalence/test_exact.py", "-k", "torch",
+                           env={"CI": "true"}, blocked="torch", tmp_path=tmp_path)
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    assert "because CI=true" in out and "SKIPPED" not in out
+
+
+def test_summary_table_survives_xdist_and_header_names_versions():
+    code, out = run_pytest("-n", "2", "--frameworks=numpy-split,numpy-concat",
+                           "tests/equivalence/test_cells.py", "tests/equivalence/test_mutations.py",
+                           "tests/equivalence/test_exact.py", "tests/equivalence/test_pairs.py")
+    assert code == pytest.ExitCode.OK, out
+    assert "rnn-equivalence: python" in out and "numpy" in out
+    table = out[out.index("equivalence summary"):]
+    for system in ("numpy-split", "numpy-concat"):
+        row = next(line for line in table.splitlines() if line.startswith(system + " "))
+        assert verdict(row) == "equivalent" and " 8/8 " in row and " yes " in row, row
+    assert "numpy-split vs numpy-concat" in table
+
+
+def test_a_broken_mapping_turns_the_suite_red():
+    code, out = run_pytest("-p", "harness.break_mapping", "--frameworks=numpy-split",
+                           "tests/equivalence/test_cells.py",
+                           env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed"})
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    assert "EXCEEDS the bound" in out
+    row = next(line for line in out.splitlines() if line.startswith("numpy-split "))
+    assert verdict(row) == "NOT equivalent", row

@@ -1,0 +1,46 @@
+"""Framework selection: names from the option or the environment, validated."""
+
+import pytest
+
+from frameworks import ADAPTERS
+from harness import selection
+
+
+def test_default_is_every_framework_and_not_explicit():
+    chosen = selection.select(None, {})
+    assert chosen.names == tuple(ADAPTERS) and not chosen.explicit and not chosen.missing_is_error
+
+
+def test_option_wins_over_environment_and_is_explicit():
+    chosen = selection.select("torch, keras", {selection.ENV_VAR: "tf1"})
+    assert chosen.names == ("torch", "keras") and chosen.missing_is_error
+
+
+def test_environment_variable_selects():
+    assert selection.select(None, {selection.ENV_VAR: "tf1"}).names == ("tf1",)
+
+
+@pytest.mark.parametrize("ci", ["true", "TRUE", "1", "yes"])
+def test_ci_makes_a_missing_framework_an_error(ci):
+    assert selection.select(None, {"CI": ci}).missing_is_error
+
+
+def test_ci_false_does_not():
+    assert not selection.select(None, {"CI": "false"}).missing_is_error
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(ValueError) as error:
+        selection.select("torch,pytorch", {})
+    assert "--frameworks: unknown framework(s) 'pytorch'" in str(error.value)
+    assert ", ".join(ADAPTERS) in str(error.value)
+
+
+def test_unknown_name_from_environment_names_the_variable():
+    with pytest.raises(ValueError, match=selection.ENV_VAR):
+        selection.select(None, {selection.ENV_VAR: "jax"})
+
+
+def test_uninstalled_module_is_found_without_importing(monkeypatch):
+    monkeypatch.setattr(selection.importlib.util, "find_spec", lambda module: None if module == "tf_keras" else object())
+    assert selection.uninstalled_modules(["torch", "tf1"]) == [("tf1", "tf_keras")]
