@@ -23,12 +23,12 @@ KINDS = ("reference", "pair", "exact", "mutation")
 @dataclass
 class Row:
     system: str
+    dtype: str
     cell: str = ""
     versions: str = ""
     cases: int = 0
     worst_ratio: float = 0.0
     max_error: float = 0.0
-    dtypes: set = field(default_factory=set)
     exact: list = field(default_factory=list)
     mutations_caught: int = 0
     mutations: int = 0
@@ -41,7 +41,6 @@ class Row:
             self.cases += 1
             self.worst_ratio = max(self.worst_ratio, record["ratio"])
             self.max_error = max(self.max_error, record["max_error"])
-            self.dtypes.add(record["dtype"])
         elif kind == "exact":
             self.exact.append(record["equal"])
         elif kind == "mutation":
@@ -63,15 +62,20 @@ class Summary:
     """A pytest plugin, registered on the controller only: gathers records, prints the table."""
 
     def __init__(self):
-        self.systems: dict[str, Row] = {}
-        self.pairs: dict[str, Row] = {}
+        self.systems: dict[tuple[str, str], Row] = {}
+        self.pairs: dict[tuple[str, str], Row] = {}
 
     def add(self, record: dict) -> None:
+        # One row per system and dtype: float32 and float64 errors differ by 2**29.
         if record["kind"] == "pair":
-            key = f"{record['system']} vs {record['other']}"
-            self.pairs.setdefault(key, Row(key)).add(record)
+            key = (f"{record['system']} vs {record['other']}", record["dtype"])
+            self.pairs.setdefault(key, Row(*key)).add(record)
+        elif record["kind"] == "mutation":  # mutations run in float32 only
+            key = (record["system"], "float32")
+            self.systems.setdefault(key, Row(*key)).add(record)
         else:
-            self.systems.setdefault(record["system"], Row(record["system"])).add(record)
+            key = (record["system"], record["dtype"])
+            self.systems.setdefault(key, Row(*key)).add(record)
 
     def add_report(self, report) -> None:
         for name, value in getattr(report, "user_properties", ()):
@@ -93,11 +97,11 @@ class Summary:
         write_line("Each case compares hidden states h_1..h_T with the float64 NumPy reference;")
         write_line("'worst err/bound' is the largest measured error as a fraction of the bound")
         write_line("derived in harness/tolerance.py (equivalent when <= 1).")
-        rows = [("system", "version", "cell", "dtypes", "cases", "max |err|", "worst err/bound",
+        rows = [("system", "version", "cell", "dtype", "cases", "max |err|", "worst err/bound",
                  "bitwise (int case)", "wrong mappings caught", "verdict")]
-        for row in sorted(self.systems.values(), key=lambda r: r.system):
+        for _, row in sorted(self.systems.items()):
             rows.append((
-                row.system, row.versions, row.cell, ",".join(sorted(row.dtypes)) or "-", str(row.cases),
+                row.system, row.versions, row.cell, row.dtype, str(row.cases),
                 f"{row.max_error:.2e}", f"{row.worst_ratio:.3f}",
                 ("yes" if all(row.exact) else "NO") if row.exact else "-",
                 f"{row.mutations_caught}/{row.mutations}" if row.mutations else "-",
@@ -107,9 +111,9 @@ class Summary:
         if self.pairs:
             write_line("")
             write_line("Framework against framework (bound: the sum of both frameworks' bounds):")
-            rows = [("pair", "dtypes", "cases", "max |diff|", "worst diff/bound", "verdict")]
-            for row in sorted(self.pairs.values(), key=lambda r: r.system):
-                rows.append((row.system, ",".join(sorted(row.dtypes)), str(row.cases),
+            rows = [("pair", "dtype", "cases", "max |diff|", "worst diff/bound", "verdict")]
+            for _, row in sorted(self.pairs.items()):
+                rows.append((row.system, row.dtype, str(row.cases),
                              f"{row.max_error:.2e}", f"{row.worst_ratio:.3f}", row.verdict))
             _table(rows, write_line)
 
