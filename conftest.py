@@ -74,6 +74,9 @@ def pytest_report_header(config):
     for name in selection.names:
         for dist in adapter_class(name).distributions:
             versions[dist] = distribution_version(dist)
+    if "keras" in versions:  # the backend does Keras's arithmetic
+        backend = os.environ["KERAS_BACKEND"]
+        versions[backend] = distribution_version(backend)
     policy = "error" if selection.missing_is_error else "skip with reason"
     return [
         "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),

@@ -23,6 +23,7 @@ class Keras3SimpleRNNCell(Adapter):
     requires = ("keras",)
     bias_names = ("bias",)
     mutations = {
+        "kernel not transposed": transposed("kernel"),
         "recurrent_kernel not transposed": transposed("recurrent_kernel"),
         "kernel and recurrent_kernel swapped": swapped("kernel", "recurrent_kernel"),
         "bias dropped": scaled("bias", 0.0),

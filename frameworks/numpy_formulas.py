@@ -22,6 +22,7 @@ class NumpySplit(Adapter):
     distributions = ("numpy",)
     bias_names = ("b_x", "b_h")
     mutations = {
+        "W_hx transposed": transposed("W_hx"),
         "W_hh transposed": transposed("W_hh"),
         "W_hx and W_hh swapped": swapped("W_hx", "W_hh"),
         "b_h dropped": scaled("b_h", 0.0),
@@ -49,6 +50,16 @@ class NumpySplit(Adapter):
         return rnn_sequence(self.from_native(native), xs, h0, g, formula="split")
 
 
+def _transpose_block(W_h: np.ndarray, hidden_block: bool) -> np.ndarray:
+    """W_h = [W_hh | W_hx] with one block transposed; a non-square W_hx block is transposed
+    and then reshaped back to its shape, the other form of the same mistake."""
+    H = W_h.shape[0]
+    W_hh, W_hx = W_h[:, :H], W_h[:, H:]
+    if hidden_block:
+        return np.hstack([W_hh.T, W_hx])
+    return np.hstack([W_hh, W_hx.T.reshape(W_hx.shape)])
+
+
 class LectureConcatenatedLayout(Adapter):
     """The mapping to the lecture's concatenated kernel, shared by every adapter that uses it.
 
@@ -63,9 +74,8 @@ class LectureConcatenatedLayout(Adapter):
     mutations = {
         "input columns first in W_h (wrong concatenation order)":
             lambda n: {**n, "W_h": np.roll(n["W_h"], -n["W_h"].shape[0], axis=1)},
-        "W_hh block transposed": lambda n: {
-            **n, "W_h": np.hstack([n["W_h"][:, : n["W_h"].shape[0]].T, n["W_h"][:, n["W_h"].shape[0]:]])
-        },
+        "W_hh block transposed": lambda n: {**n, "W_h": _transpose_block(n["W_h"], hidden_block=True)},
+        "W_hx block transposed": lambda n: {**n, "W_h": _transpose_block(n["W_h"], hidden_block=False)},
         "b dropped": scaled("b", 0.0),
         "b doubled": scaled("b", 2.0),
     }

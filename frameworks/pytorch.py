@@ -16,6 +16,7 @@ class TorchRNNCell(Adapter):
     bias_names = ("bias_ih", "bias_hh")
     activations = ("tanh", "relu")  # RNNCell's `nonlinearity` accepts only these
     mutations = {
+        "weight_ih transposed": transposed("weight_ih"),
         "weight_hh transposed": transposed("weight_hh"),
         "weight_ih and weight_hh swapped": swapped("weight_ih", "weight_hh"),
         "bias_hh dropped": scaled("bias_hh", 0.0),

@@ -16,6 +16,16 @@ from frameworks.base import Adapter, Native, NativeSpec, import_framework, scale
 from reference.params import RNNParams
 
 
+def _transpose_block(kernel: np.ndarray, recurrent_block: bool) -> np.ndarray:
+    """kernel = [W_hx^T ; W_hh^T] with one block transposed back; a non-square input block is
+    transposed and then reshaped back to its shape, the other form of the same mistake."""
+    I = kernel.shape[0] - kernel.shape[1]
+    inputs, state = kernel[:I], kernel[I:]
+    if recurrent_block:
+        return np.vstack([inputs, state.T])
+    return np.vstack([inputs.T.reshape(inputs.shape), state])
+
+
 class TF1BasicRNNCell(Adapter):
     name = "tf1"
     cell = "tf.compat.v1.nn.rnn_cell.BasicRNNCell (tf_keras legacy_cells)"
@@ -25,9 +35,8 @@ class TF1BasicRNNCell(Adapter):
     mutations = {
         "state rows first in kernel (wrong concatenation order)":
             lambda n: {**n, "kernel": np.roll(n["kernel"], n["kernel"].shape[1], axis=0)},
-        "recurrent block of kernel not transposed": lambda n: {
-            **n, "kernel": np.vstack([n["kernel"][: -n["kernel"].shape[1]], n["kernel"][-n["kernel"].shape[1]:].T])
-        },
+        "input block of kernel not transposed": lambda n: {**n, "kernel": _transpose_block(n["kernel"], False)},
+        "recurrent block of kernel not transposed": lambda n: {**n, "kernel": _transpose_block(n["kernel"], True)},
         "bias dropped": scaled("bias", 0.0),
         "bias doubled": scaled("bias", 2.0),
     }

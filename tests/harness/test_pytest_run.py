@@ -1,6 +1,7 @@
 """The suite's behaviour as users see it: whole pytest runs in a child process."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,7 +68,7 @@ def test_summary_table_survives_xdist_and_header_names_versions():
     table = out[out.index("equivalence summary"):]
     for system in ("numpy-split", "numpy-concat"):
         row = next(line for line in table.splitlines() if line.startswith(system + " "))
-        assert verdict(row) == "equivalent" and " 8/8 " in row and " yes " in row, row
+        assert verdict(row) == "equivalent" and re.search(r" (\d+)/\1 ", row) and " yes " in row, row
     assert "numpy-split vs numpy-concat" in table
 
 
