@@ -22,7 +22,7 @@ def integer_case(dtype):
     H, I, T, batch = 2, 3, 3, 2
     params = RNNParams(
         W_hx=rng.integers(1, 4, (H, I)).astype(dtype),
-        W_hh=np.array([[1, 2], [2, 1]], dtype),
+        W_hh=np.array([[1, 2], [3, 1]], dtype),  # not symmetric: a transposed W_hh must show
         b_x=np.array([1, 3], dtype),
         b_h=np.array([2, 5], dtype),
     )
