@@ -44,6 +44,10 @@ def pytest_configure(config):
         "markers",
         "only_adapters(predicate): generate the test only for adapter classes where predicate(cls) is true",
     )
+    config.addinivalue_line(
+        "markers",
+        "known_issues: run the adapters' known upstream bugs (Adapter.known_issues) as strict xfails",
+    )
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         config.pluginmanager.register(Summary(), "rnn-equivalence-summary")
     if selection.missing_is_error:
@@ -74,9 +78,6 @@ def pytest_report_header(config):
     for name in selection.names:
         for dist in adapter_class(name).distributions:
             versions[dist] = distribution_version(dist)
-    if "keras" in versions:  # the backend does Keras's arithmetic
-        backend = os.environ["KERAS_BACKEND"]
-        versions[backend] = distribution_version(backend)
     policy = "error" if selection.missing_is_error else "skip with reason"
     return [
         "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
@@ -89,27 +90,43 @@ def pytest_report_header(config):
 def pytest_generate_tests(metafunc):
     """Give each framework x activation x dtype its own test id, only for what the framework supports.
 
-    ``framework`` may come with ``g`` (activation), ``dtype`` and ``mutation`` (a
-    deliberately wrong mapping the adapter declares); ``framework_pair`` yields
-    every pair of selected frameworks.
+    ``framework`` (cell adapters) and ``layer_framework`` (sequence layers) may come
+    with ``g`` (activation), ``dtype``, ``config`` (a layer's configurations) and
+    ``mutation`` (a deliberately wrong mapping the adapter declares);
+    ``framework_pair`` yields every pair of selected cell adapters.
     """
     names = metafunc.config.stash[SELECTION].names
     only = metafunc.definition.get_closest_marker("only_adapters")
     if only is not None:
         names = [name for name in names if only.args[0](adapter_class(name))]
     fixtures = metafunc.fixturenames
-    if "framework" in fixtures:
-        argnames = [a for a in ("framework", "g", "dtype", "mutation") if a in fixtures]
+    for fixture, kind in (("framework", "cell"), ("layer_framework", "layer")):
+        if fixture not in fixtures:
+            continue
+        argnames = [a for a in (fixture, "g", "dtype", "config", "mutation") if a in fixtures]
         combos = []
         for name in names:
             cls = adapter_class(name)
-            axes = {"framework": [name], "g": cls.activations, "dtype": cls.dtypes,
-                    "mutation": list(cls.mutations)}
-            combos += itertools.product(*(axes[a] for a in argnames))
-        metafunc.parametrize(argnames, combos, ids=["-".join(c).replace(" ", "_") for c in combos])
+            if cls.kind != kind:
+                continue
+            axes = {fixture: [name], "g": cls.activations, "dtype": cls.dtypes,
+                    "config": getattr(cls, "configs", ()), "mutation": list(cls.mutations)}
+            known = cls.known_issues if metafunc.definition.get_closest_marker("known_issues") else {}
+            combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
+                       for c in itertools.product(*(axes[a] for a in argnames))]
+        metafunc.parametrize(argnames, combos)
     if "framework_pair" in fixtures:
-        pairs = list(itertools.combinations(names, 2))
+        cells = [name for name in names if adapter_class(name).kind == "cell"]
+        pairs = list(itertools.combinations(cells, 2))
         metafunc.parametrize("framework_pair", pairs, ids=[f"{a}-vs-{b}" for a, b in pairs])
+
+
+def _with_known_issue(cls, known, named, values):
+    """A parameter set, marked as a strict expected failure where the adapter knows an upstream bug."""
+    test_id = "-".join(map(str, values)).replace(" ", "_")
+    reason = known.get((named.get("g"), named.get("dtype")))
+    marks = [pytest.mark.xfail(strict=True, raises=cls.known_issue_raises, reason=reason)] if reason else []
+    return pytest.param(*values, id=test_id, marks=marks)
 
 
 _LOADED = {}
@@ -138,6 +155,11 @@ def adapter(request, framework):
 
 
 @pytest.fixture
+def layer(request, layer_framework):
+    return load_adapter(request.config, layer_framework)
+
+
+@pytest.fixture
 def adapters(request, framework_pair):
     return tuple(load_adapter(request.config, name) for name in framework_pair)
 
@@ -148,6 +170,9 @@ def record(request):
 
     def record(kind, adapter, **fields):
         versions = ", ".join(f"{k} {v}" for k, v in adapter.versions().items())
+        known = request.node.get_closest_marker("xfail")
+        if known is not None:
+            fields["known_issue"] = known.kwargs["reason"]
         request.node.user_properties.append(
             (PROPERTY, {"kind": kind, "system": adapter.name, "cell": adapter.describe(),
                         "versions": versions, **fields})

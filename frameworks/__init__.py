@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 from frameworks.base import Adapter
 
@@ -12,9 +13,17 @@ ADAPTERS = {
     "numpy-split": "frameworks.numpy_formulas:NumpySplit",
     "numpy-concat": "frameworks.numpy_formulas:NumpyConcatenated",
     "torch": "frameworks.pytorch:TorchRNNCell",
+    "torch-rnn": "frameworks.pytorch:TorchRNN",
     "tf-concat": "frameworks.tensorflow_ops:TensorflowConcatenated",
     "tf1": "frameworks.tf1:TF1BasicRNNCell",
-    "keras": "frameworks.keras3:Keras3SimpleRNNCell",
+    "keras-tf": "frameworks.keras3:KerasTF",
+    "keras-jax": "frameworks.keras3:KerasJax",
+    "keras-torch": "frameworks.keras3:KerasTorch",
+    "tf-keras": "frameworks.keras3:TFKerasSimpleRNNCell",
+    "keras-tf-rnn": "frameworks.keras3:KerasTFRNN",
+    "keras-jax-rnn": "frameworks.keras3:KerasJaxRNN",
+    "keras-torch-rnn": "frameworks.keras3:KerasTorchRNN",
+    "tf-keras-rnn": "frameworks.keras3:TFKerasSimpleRNN",
 }
 
 
@@ -26,8 +35,18 @@ def adapter_class(name: str) -> type[Adapter]:
 
 
 def load(name: str) -> Adapter:
-    """The adapter for ``name``, with its framework imported (ImportError if it cannot be)."""
-    return adapter_class(name)()
+    """The adapter for ``name``, with its framework imported (ImportError if it cannot be).
+
+    An adapter whose ``process_env`` this process does not match (a Keras
+    backend other than the one this process uses) runs its framework in a
+    child process; see ``frameworks.child``.
+    """
+    cls = adapter_class(name)
+    if any(os.environ.get(key) != value for key, value in cls.process_env.items()):
+        from frameworks.child import InChildProcess
+
+        return type(f"{cls.__name__}InChildProcess", (InChildProcess, cls), {})()
+    return cls()
 
 
 __all__ = ["ADAPTERS", "Adapter", "adapter_class", "load"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -23,13 +24,22 @@ NativeSpec = dict[str, tuple[tuple[int, ...], str]]
 
 
 class Adapter:
+    kind = "cell"  # "cell": one step of a cell, unrolled; "layer": a sequence layer
     name: str  # the selection key, e.g. "torch"
     cell: str  # the framework's own class, e.g. "torch.nn.RNNCell"
     distributions: tuple[str, ...]  # pip distributions whose versions identify what was run
     bias_names: tuple[str, ...]  # native names of the bias tensors, absent in a bias-free cell
     requires: tuple[str, ...] = ()  # top-level modules the adapter imports
+    # Environment the framework must be imported under (Keras's backend); where this
+    # process differs, frameworks.load runs the framework in a child process.
+    process_env: dict[str, str] = {}
     activations: tuple[str, ...] = ("tanh", "relu", "sigmoid", "identity")
     dtypes: tuple[str, ...] = ("float32", "float64")
+    # (activation, dtype) -> reason: combinations where the framework is known not to
+    # compute what it is asked for, with the upstream report. The tests run them as
+    # strict expected failures, so a fix upstream turns them red here.
+    known_issues: dict[tuple[str, str], str] = {}
+    known_issue_raises: tuple[type[BaseException], ...] = (AssertionError,)  # how the bug shows
     # Deliberately wrong mappings, each expressed on the native weights, that
     # the suite must detect; see tests/equivalence/test_mutations.py.
     mutations: dict[str, Callable[[Native], Native]] = {}
@@ -150,3 +160,103 @@ def swapped(a: str, b: str):
 def scaled(name: str, factor: float):
     """factor 0 drops a tensor (a forgotten bias), factor 2 doubles it (a bias added twice)."""
     return lambda native: {**native, name: native[name] * factor}
+
+
+# --- sequence layers -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """One configuration of a sequence layer: the structure, and the layer's own options."""
+
+    num_layers: int = 1
+    bidirectional: bool = False
+    bias: bool = True
+    initial_state: bool = True
+    options: tuple[tuple[str, object], ...] = ()  # the system's own, e.g. (("batch_first", True),)
+
+    def option(self, key, default=None):
+        return dict(self.options).get(key, default)
+
+    def __str__(self) -> str:
+        parts = [f"L{self.num_layers}", "bi" if self.bidirectional else "uni"]
+        if not self.bias:
+            parts.append("nobias")
+        parts.append("h0" if self.initial_state else "noh0")
+        parts += [k if v is True else f"{k}={v}" for k, v in self.options if v is not False]
+        return "-".join(parts)
+
+
+class LayerAdapter(Adapter):
+    """A framework's sequence layer (or stack of layers) run on ``StackedRNNParams``.
+
+    Inputs are canonical: ``xs`` (T, batch, I) and ``h0`` (L*D, batch, H) or None;
+    the adapter converts them to the layer's own layout (batch first, say). The
+    outputs come back in the layer's own shapes, and ``arrange`` puts the
+    reference's canonical results into those same shapes, so each output is
+    compared as the framework returns it.
+    """
+
+    kind = "layer"
+    configs: tuple[LayerConfig, ...] = ()
+    # The configuration the mutations run on: the richest one the layer supports.
+    mutation_config: LayerConfig = LayerConfig()
+
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+        raise NotImplementedError
+
+    def to_native(self, stack, config: LayerConfig) -> Native:
+        raise NotImplementedError
+
+    def from_native(self, native: Native, config: LayerConfig):
+        raise NotImplementedError
+
+    def run_native(self, native: Native, xs, h0, g: str, config: LayerConfig) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def run(self, stack, xs, h0, g: str, config: LayerConfig) -> dict[str, np.ndarray]:
+        return self.run_native(self.to_native(stack, config), np.asarray(xs), h0, g, config)
+
+    def reads_reversed(self, config: LayerConfig) -> bool:
+        """True where the layer reads x_T..x_1 and reports in that order (Keras ``go_backwards``)."""
+        return False
+
+    def recurrent_kernel_name(self, config: LayerConfig) -> str:
+        """A native weight whose last dimension is the hidden size."""
+        raise NotImplementedError
+
+    def _hidden_size(self, native: Native, h0, config: LayerConfig, input_size: int) -> int:
+        if h0 is not None and h0.ndim == 3:
+            return h0.shape[-1]
+        name = self.recurrent_kernel_name(config)
+        if not isinstance(native, dict) or name not in native:
+            expected = sorted(self.native_spec(config, input_size, 1))
+            got = sorted(native) if isinstance(native, dict) else type(native).__name__
+            raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing {name!r})")
+        return int(np.shape(native[name])[-1])
+
+    def arrange(self, outputs: np.ndarray, h_n: np.ndarray, config: LayerConfig) -> dict[str, np.ndarray]:
+        """Canonical (outputs (T, batch, D*H), h_n (L*D, batch, H)) in this layer's own shapes."""
+        raise NotImplementedError
+
+    def check_layer_call(self, native: Native, xs, h0, g: str, config: LayerConfig) -> np.dtype:
+        if g not in self.activations:
+            raise ValueError(f"{self.cell}: activation {g!r} is not supported; expected one of {self.activations}")
+        if xs.ndim != 3:
+            raise ValueError(f"{self.cell}: inputs: expected shape (T, batch, input_size), got {xs.shape}")
+        dtype = xs.dtype
+        if dtype.name not in self.dtypes:
+            raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
+        D = 2 if config.bidirectional else 1
+        hidden_size = self._hidden_size(native, h0, config, xs.shape[2])
+        if h0 is not None:
+            expected = (config.num_layers * D, xs.shape[1], hidden_size)
+            if h0.shape != expected:
+                raise ValueError(f"{self.cell}: initial state: expected shape "
+                                 f"(num_layers*num_directions, batch, hidden_size) = {expected}, got {h0.shape}")
+            if h0.dtype != dtype:
+                raise TypeError(f"{self.cell}: initial state: expected dtype {dtype} (the inputs'), got {h0.dtype}")
+        spec = self.native_spec(config, xs.shape[2], hidden_size)
+        check_native(self.cell, native, spec, dtype,
+                     f"input_size={xs.shape[2]} read from the inputs, hidden_size={hidden_size}")
+        return dtype

@@ -1,7 +1,25 @@
-"""Keras 3 ``keras.layers.SimpleRNNCell``: ``kernel``, ``recurrent_kernel``, one ``bias``.
+"""Keras ``SimpleRNNCell`` and ``SimpleRNN`` (with ``Bidirectional`` and stacking).
 
-Keras 3 chooses its backend once per process, from ``KERAS_BACKEND``; the
-suite's conftest defaults it to tensorflow before anything imports Keras.
+Two implementations share these adapters because they share the API and the
+weight layout: Keras 3 (package ``keras``) on each of its backends, and
+Keras 2 (package ``tf_keras``), a separate code base.
+
+The mapping, written once here:
+
+    canonical: W_hx (H, I), W_hh (H, H), b_x (H), b_h (H)
+    Keras:     kernel (I, H) = W_hx^T, recurrent_kernel (H, H) = W_hh^T, bias (H) = b_x + b_h
+
+Keras computes (x @ kernel + bias) + h @ recurrent_kernel on batch rows, hence
+the transposes. One bias slot: the sum rounds once, and the way back returns
+b_x = bias, b_h = 0 (lossy unless b_h was zero).
+
+In a stack, layer k's cell for direction d is named ``layer{k}.forward.`` or
+``layer{k}.backward.`` followed by the cell's own weight name.
+
+Keras 3 chooses its backend once per process, from ``KERAS_BACKEND``. Each
+backend is its own adapter whose ``process_env`` names it, so a run covers
+all three: the one this process uses runs here, the others in child
+processes (``frameworks.child``).
 """
 
 from __future__ import annotations
@@ -9,18 +27,79 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, Native, NativeSpec, distribution_version, import_framework, scaled, swapped, transposed,
+    Adapter, LayerAdapter, LayerConfig, Native, NativeSpec, distribution_version, import_framework,
+    scaled, swapped, transposed,
 )
 from reference.params import RNNParams
+from reference.stack import StackedRNNParams
 
 KERAS_ACTIVATION = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}
+DIRECTIONS = ("forward", "backward")
 
 
-class Keras3SimpleRNNCell(Adapter):
-    name = "keras"
+def cell_to_native(params: RNNParams, prefix: str = "") -> Native:
+    native = {f"{prefix}kernel": params.W_hx.T, f"{prefix}recurrent_kernel": params.W_hh.T}
+    if params.has_bias:
+        native[f"{prefix}bias"] = params.b
+    return native
+
+
+def cell_from_native(native: Native, prefix: str = "") -> RNNParams:
+    bias = native.get(f"{prefix}bias")
+    return RNNParams(np.asarray(native[f"{prefix}kernel"]).T, np.asarray(native[f"{prefix}recurrent_kernel"]).T,
+                     bias, None if bias is None else np.zeros_like(bias))
+
+
+def cell_spec(input_size: int, hidden_size: int, has_bias: bool, prefix: str = "") -> NativeSpec:
+    I, H = input_size, hidden_size
+    spec = {f"{prefix}kernel": ((I, H), "(input_dim, units)"),
+            f"{prefix}recurrent_kernel": ((H, H), "(units, units)")}
+    if has_bias:
+        spec[f"{prefix}bias"] = ((H,), "(units,)")
+    return spec
+
+
+def layer_prefix(layer: int, direction: int) -> str:
+    return f"layer{layer}.{DIRECTIONS[direction]}."
+
+
+class KerasFamily:
+    """How to reach one Keras implementation: its module, tensors in and out, its version."""
+
+    module = "keras"
+    backend: str | None = None  # Keras 3 only
+
+    def _import_keras(self):
+        if self.backend == "jax":
+            # float64 in JAX needs x64 switched on before any array exists.
+            import_framework("jax", self.name).config.update("jax_enable_x64", True)
+        keras = import_framework(self.module, self.name)
+        if self.backend and keras.backend.backend() != self.backend:
+            raise ImportError(f"adapter {self.name!r} needs Keras backend {self.backend!r}, "
+                              f"but this process has {keras.backend.backend()!r}")
+        self.keras = keras
+
+    def _tensor(self, array):
+        if self.module == "keras":
+            return self.keras.ops.convert_to_tensor(array)
+        return self.keras.backend.constant(array, dtype=array.dtype.name)
+
+    def _numpy(self, tensor) -> np.ndarray:
+        if self.module == "keras":
+            return np.asarray(self.keras.ops.convert_to_numpy(tensor))
+        return np.asarray(tensor)
+
+    def _backend_text(self) -> str:
+        return f" (backend {self.keras.backend.backend()})" if self.module == "keras" else ""
+
+    def versions(self) -> dict[str, str]:
+        # The backend does the arithmetic, so its version belongs to the result.
+        backend = self.backend or "tensorflow"
+        return {self.module: distribution_version(self.module), backend: distribution_version(backend)}
+
+
+class KerasSimpleRNNCell(KerasFamily, Adapter):
     cell = "keras.layers.SimpleRNNCell"
-    distributions = ("keras",)
-    requires = ("keras",)
     bias_names = ("bias",)
     mutations = {
         "kernel not transposed": transposed("kernel"),
@@ -31,56 +110,200 @@ class Keras3SimpleRNNCell(Adapter):
     }
 
     def __init__(self):
-        self.keras = import_framework("keras", self.name)
+        self._import_keras()
 
     def describe(self) -> str:
-        return f"{self.cell} (backend {self.keras.backend.backend()})"
-
-    def versions(self) -> dict[str, str]:
-        # The backend does the arithmetic, so its version belongs to the result.
-        backend = self.keras.backend.backend()
-        return {**super().versions(), backend: distribution_version(backend)}
+        return self.cell + self._backend_text()
 
     def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
-        I, H = input_size, hidden_size
-        spec = {"kernel": ((I, H), "(input_dim, units)"),
-                "recurrent_kernel": ((H, H), "(units, units)")}
-        if has_bias:
-            spec["bias"] = ((H,), "(units,)")
-        return spec
+        return cell_spec(input_size, hidden_size, has_bias)
 
-    # canonical: W_hx (H, I), W_hh (H, H), b_x (H), b_h (H)
-    # Keras:     kernel (I, H) = W_hx^T, recurrent_kernel (H, H) = W_hh^T, bias (H) = b_x + b_h
-    # Keras computes (x @ kernel + bias) + h @ recurrent_kernel on batch rows,
-    # hence the transposes. One bias slot: the sum rounds once, and the way
-    # back returns b_x = bias, b_h = 0.
     def to_native(self, params: RNNParams) -> Native:
-        native = {"kernel": params.W_hx.T, "recurrent_kernel": params.W_hh.T}
-        if params.has_bias:
-            native["bias"] = params.b
-        return native
+        return cell_to_native(params)
 
     def from_native(self, native: Native) -> RNNParams:
-        bias = native.get("bias")
-        return RNNParams(np.asarray(native["kernel"]).T, np.asarray(native["recurrent_kernel"]).T,
-                         bias, None if bias is None else np.zeros_like(bias))
+        return cell_from_native(native)
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         cell = self.keras.layers.SimpleRNNCell(hidden_size)
         cell.build((None, input_size))
-        return {v.path.split("/")[-1]: tuple(v.shape) for v in cell.weights}
+        return {v.name.split("/")[-1].split(":")[0]: tuple(v.shape) for v in cell.weights}
 
     def run_native(self, native: Native, xs, h0, g: str) -> np.ndarray:
-        keras = self.keras
         dtype = self.check_call(native, xs, h0, g)
-        cell = keras.layers.SimpleRNNCell(
-            h0.shape[1], activation=KERAS_ACTIVATION[g], use_bias="bias" in native, dtype=dtype.name
-        )
+        cell = self.keras.layers.SimpleRNNCell(h0.shape[1], activation=KERAS_ACTIVATION[g],
+                                               use_bias="bias" in native, dtype=dtype.name)
         cell.build((None, xs.shape[2]))
         for name, value in native.items():
             getattr(cell, name).assign(value)
-        h, outputs = keras.ops.convert_to_tensor(h0), []
+        h, outputs = self._tensor(h0), []
         for x in xs:
-            h, _ = cell(keras.ops.convert_to_tensor(x), [h])
-            outputs.append(h)
-        return keras.ops.convert_to_numpy(keras.ops.stack(outputs))
+            h, _ = cell(self._tensor(x), [h])
+            outputs.append(self._numpy(h))
+        return np.stack(outputs)
+
+
+class KerasSimpleRNN(KerasFamily, LayerAdapter):
+    """``SimpleRNN`` layers, each wrapped in ``Bidirectional(merge_mode="concat")`` when
+    bidirectional, stacked with ``return_sequences=True`` below the top layer."""
+
+    cell = "keras.layers.SimpleRNN"
+    bias_names = ("layer0.forward.bias",)
+    configs = (
+        LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True))),
+        LayerConfig(1, False, initial_state=False, options=(("return_sequences", False),)),
+        LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("go_backwards", True))),
+        LayerConfig(1, True, options=(("return_sequences", True), ("return_state", True))),
+        LayerConfig(2, True, bias=False, initial_state=False, options=(("return_sequences", False),)),
+        LayerConfig(3, False, options=(("return_sequences", True), ("return_state", True))),
+    )
+    mutation_config = LayerConfig(3, True, options=(("return_sequences", True), ("return_state", True)))
+    mutations = {
+        "layer0.forward.recurrent_kernel not transposed": transposed("layer0.forward.recurrent_kernel"),
+        "forward and backward swapped in layer 0": lambda n: _swap_prefix(n, "layer0.forward.", "layer0.backward."),
+        "layers 1 and 2 swapped": lambda n: _swap_prefix(_swap_prefix(n, "layer1.forward.", "layer2.forward."),
+                                                         "layer1.backward.", "layer2.backward."),
+        "layer2.backward.bias dropped": scaled("layer2.backward.bias", 0.0),
+    }
+
+    def __init__(self):
+        self._import_keras()
+
+    def describe(self) -> str:
+        return self.cell + self._backend_text()
+
+    def reads_reversed(self, config: LayerConfig) -> bool:
+        return bool(config.option("go_backwards"))
+
+    def recurrent_kernel_name(self, config: LayerConfig) -> str:
+        return "layer0.forward.recurrent_kernel"
+
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+        D = 2 if config.bidirectional else 1
+        spec = {}
+        for k in range(config.num_layers):
+            for d in range(D):
+                layer_input = input_size if k == 0 else D * hidden_size
+                spec.update(cell_spec(layer_input, hidden_size, config.bias, layer_prefix(k, d)))
+        return spec
+
+    def to_native(self, stack: StackedRNNParams, config: LayerConfig) -> Native:
+        native = {}
+        for k, d, params in stack.cells():
+            native.update(cell_to_native(params, layer_prefix(k, d)))
+        return native
+
+    def from_native(self, native: Native, config: LayerConfig) -> StackedRNNParams:
+        D = 2 if config.bidirectional else 1
+        return StackedRNNParams([[cell_from_native(native, layer_prefix(k, d)) for d in range(D)]
+                                 for k in range(config.num_layers)])
+
+    def arrange(self, outputs, h_n, config: LayerConfig):
+        D = 2 if config.bidirectional else 1
+        top = config.num_layers - 1
+        if config.option("return_sequences"):
+            arranged = {"output": outputs.transpose(1, 0, 2)}  # Keras is batch first
+        else:  # the last step of each direction: its final state
+            arranged = {"output": np.concatenate([h_n[top * D + d] for d in range(D)], axis=-1)}
+        if config.option("return_state"):
+            for k in range(config.num_layers):
+                for d in range(D):
+                    arranged[f"state {layer_prefix(k, d)[:-1]}"] = h_n[k * D + d]
+        return arranged
+
+    def run_native(self, native: Native, xs, h0, g: str, config: LayerConfig):
+        dtype = self.check_layer_call(native, xs, h0, g, config)
+        H = self._hidden_size(native, h0, config, xs.shape[2])
+        layers = self.keras.layers
+        D = 2 if config.bidirectional else 1
+        x = self._tensor(np.ascontiguousarray(xs.transpose(1, 0, 2)))
+        result = {}
+        for k in range(config.num_layers):
+            top = k == config.num_layers - 1
+            rnn = layers.SimpleRNN(
+                H, activation=KERAS_ACTIVATION[g], use_bias=config.bias, dtype=dtype.name,
+                return_sequences=True if not top else bool(config.option("return_sequences")),
+                return_state=bool(config.option("return_state")),
+                go_backwards=bool(config.option("go_backwards")),
+            )
+            if config.bidirectional:
+                rnn = layers.Bidirectional(rnn, merge_mode="concat", dtype=dtype.name)
+            initial = None if h0 is None else [self._tensor(h0[k * D + d]) for d in range(D)]
+            rnn(x, initial_state=initial)  # builds the weights, which are then overwritten
+            cells = [rnn.forward_layer.cell, rnn.backward_layer.cell] if config.bidirectional else [rnn.cell]
+            for d, cell in enumerate(cells):
+                for name in ("kernel", "recurrent_kernel", "bias") if config.bias else ("kernel", "recurrent_kernel"):
+                    getattr(cell, name).assign(native[layer_prefix(k, d) + name])
+            out = rnn(x, initial_state=initial)
+            if config.option("return_state"):
+                x, states = out[0], out[1:]
+                for d, state in enumerate(states):
+                    result[f"state {layer_prefix(k, d)[:-1]}"] = self._numpy(state)
+            else:
+                x = out
+        result["output"] = self._numpy(x)
+        return result
+
+
+def _swap_prefix(native: Native, a: str, b: str) -> Native:
+    out = dict(native)
+    for name in native:
+        if name.startswith(a):
+            twin = b + name[len(a):]
+            out[name], out[twin] = native[twin], native[name]
+    return out
+
+
+def _keras3(backend: str, base):
+    label = {"tensorflow": "tf"}.get(backend, backend)
+    suffix = "-rnn" if base is KerasSimpleRNN else ""
+    return type(f"{base.__name__}_{backend}", (base,), {
+        "name": f"keras-{label}{suffix}", "backend": backend, "distributions": ("keras", backend),
+        "requires": ("keras", backend), "process_env": {"KERAS_BACKEND": backend},
+        "__module__": __name__,
+    })
+
+
+KerasTF = _keras3("tensorflow", KerasSimpleRNNCell)
+# Keras 3's dtype promotion (keras/src/backend/common/dtypes.py, result_type)
+# demotes 64-bit results to 32-bit when a Python float takes part, and the jax
+# backend's tanh promotes with `float`: a float64 cell returns float32 states.
+JAX_TANH_FLOAT64 = {("tanh", "float64"): (
+    "Keras 3 on jax computes tanh of float64 in float32 (result_type demotes 64-bit dtypes; "
+    "see https://github.com/keras-team/keras/issues/23223)"
+)}
+KerasJax = _keras3("jax", KerasSimpleRNNCell)
+KerasJax.known_issues = JAX_TANH_FLOAT64
+# The torch backend's matmul takes its dtype from the same result_type, so
+# float64 @ float64 is computed in float32 and every float64 activation suffers.
+TORCH_MATMUL_FLOAT64 = {(g, "float64"): (
+    "Keras 3 on torch computes matmul of float64 in float32 (backend/torch/numpy.py matmul uses "
+    "result_type, which demotes 64-bit dtypes; see https://github.com/keras-team/keras/issues/23223)"
+) for g in KERAS_ACTIVATION}
+KerasTorch = _keras3("torch", KerasSimpleRNNCell)
+KerasTorch.known_issues = TORCH_MATMUL_FLOAT64
+KerasTFRNN = _keras3("tensorflow", KerasSimpleRNN)
+KerasJaxRNN = _keras3("jax", KerasSimpleRNN)
+KerasJaxRNN.known_issues = {key: reason + "; in SimpleRNN the scan then refuses the float32 carry"
+                            for key, reason in JAX_TANH_FLOAT64.items()}
+KerasJaxRNN.known_issue_raises = (TypeError,)
+KerasTorchRNN = _keras3("torch", KerasSimpleRNN)
+KerasTorchRNN.known_issues = TORCH_MATMUL_FLOAT64
+
+
+class TFKerasSimpleRNNCell(KerasSimpleRNNCell):
+    """Keras 2 (``tf_keras``): the same API and layout, a separate implementation."""
+
+    name = "tf-keras"
+    cell = "tf_keras.layers.SimpleRNNCell"
+    module = "tf_keras"
+    distributions = ("tf_keras", "tensorflow")
+    requires = ("tf_keras", "tensorflow")
+
+
+class TFKerasSimpleRNN(KerasSimpleRNN):
+    name = "tf-keras-rnn"
+    cell = "tf_keras.layers.SimpleRNN"
+    module = "tf_keras"
+    distributions = ("tf_keras", "tensorflow")
+    requires = ("tf_keras", "tensorflow")

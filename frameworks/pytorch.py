@@ -1,11 +1,50 @@
-"""PyTorch ``torch.nn.RNNCell``: two kernels and two biases, canonical layout as is."""
+"""PyTorch ``torch.nn.RNNCell`` and ``torch.nn.RNN``: two kernels and two biases per cell.
+
+Canonical layout is PyTorch's own, so the mapping is a renaming:
+
+    canonical: W_hx (H, I), W_hh (H, H), b_x (H), b_h (H)
+    torch:     weight_ih (H, I), weight_hh (H, H), bias_ih (H), bias_hh (H)
+
+PyTorch computes h' = g(x W_ih^T + b_ih + h W_hh^T + b_hh) on batch rows, which
+is the canonical formula with the same orientation; the round trip is exact.
+``nn.RNN`` suffixes each name with ``_l{layer}`` and, for the backward
+direction, ``_reverse``; layer k > 0 has ``weight_ih`` of shape (H, D*H).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import Adapter, Native, NativeSpec, import_framework, scaled, swapped, transposed
+from frameworks.base import (
+    Adapter, LayerAdapter, LayerConfig, Native, NativeSpec, import_framework, scaled, swapped, transposed,
+)
 from reference.params import RNNParams
+from reference.stack import StackedRNNParams
+
+
+def cell_to_native(params: RNNParams, suffix: str = "") -> Native:
+    native = {f"weight_ih{suffix}": params.W_hx, f"weight_hh{suffix}": params.W_hh}
+    if params.has_bias:
+        native.update({f"bias_ih{suffix}": params.b_x, f"bias_hh{suffix}": params.b_h})
+    return native
+
+
+def cell_from_native(native: Native, suffix: str = "") -> RNNParams:
+    return RNNParams(native[f"weight_ih{suffix}"], native[f"weight_hh{suffix}"],
+                     native.get(f"bias_ih{suffix}"), native.get(f"bias_hh{suffix}"))
+
+
+def cell_spec(input_size: int, hidden_size: int, has_bias: bool, suffix: str = "") -> NativeSpec:
+    I, H = input_size, hidden_size
+    spec = {f"weight_ih{suffix}": ((H, I), "(hidden_size, input_size)"),
+            f"weight_hh{suffix}": ((H, H), "(hidden_size, hidden_size)")}
+    if has_bias:
+        spec.update({f"bias_ih{suffix}": ((H,), "(hidden_size,)"), f"bias_hh{suffix}": ((H,), "(hidden_size,)")})
+    return spec
+
+
+def layer_suffix(layer: int, direction: int) -> str:
+    return f"_l{layer}" + ("_reverse" if direction else "")
 
 
 class TorchRNNCell(Adapter):
@@ -14,7 +53,7 @@ class TorchRNNCell(Adapter):
     distributions = ("torch",)
     requires = ("torch",)
     bias_names = ("bias_ih", "bias_hh")
-    activations = ("tanh", "relu")  # RNNCell's `nonlinearity` accepts only these
+    activations = ("tanh", "relu")  # `nonlinearity` accepts only these
     mutations = {
         "weight_ih transposed": transposed("weight_ih"),
         "weight_hh transposed": transposed("weight_hh"),
@@ -27,27 +66,13 @@ class TorchRNNCell(Adapter):
         self.torch = import_framework("torch", self.name)
 
     def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
-        I, H = input_size, hidden_size
-        spec = {
-            "weight_ih": ((H, I), "(hidden_size, input_size)"),
-            "weight_hh": ((H, H), "(hidden_size, hidden_size)"),
-        }
-        if has_bias:
-            spec.update(bias_ih=((H,), "(hidden_size,)"), bias_hh=((H,), "(hidden_size,)"))
-        return spec
+        return cell_spec(input_size, hidden_size, has_bias)
 
-    # canonical: W_hx (H, I), W_hh (H, H), b_x (H), b_h (H)
-    # torch:     weight_ih (H, I), weight_hh (H, H), bias_ih (H), bias_hh (H)
-    # Same shapes, same orientation (h = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)):
-    # the mapping is a renaming, so the round trip is exact.
     def to_native(self, params: RNNParams) -> Native:
-        native = {"weight_ih": params.W_hx, "weight_hh": params.W_hh}
-        if params.has_bias:
-            native.update(bias_ih=params.b_x, bias_hh=params.b_h)
-        return native
+        return cell_to_native(params)
 
     def from_native(self, native: Native) -> RNNParams:
-        return RNNParams(native["weight_ih"], native["weight_hh"], native.get("bias_ih"), native.get("bias_hh"))
+        return cell_from_native(native)
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         cell = self.torch.nn.RNNCell(input_size, hidden_size)
@@ -56,15 +81,100 @@ class TorchRNNCell(Adapter):
     def run_native(self, native: Native, xs, h0, g: str) -> np.ndarray:
         torch = self.torch
         dtype = self.check_call(native, xs, h0, g)
-        cell = torch.nn.RNNCell(
-            xs.shape[2], h0.shape[1], bias="bias_ih" in native, nonlinearity=g,
-            dtype=getattr(torch, dtype.name),
-        )
+        cell = torch.nn.RNNCell(xs.shape[2], h0.shape[1], bias="bias_ih" in native, nonlinearity=g,
+                                dtype=getattr(torch, dtype.name))
+        load_parameters(torch, cell, native)
         with torch.no_grad():
-            for name, value in native.items():
-                getattr(cell, name).copy_(torch.from_numpy(np.ascontiguousarray(value)))
             h, outputs = torch.from_numpy(h0), []
             for x in torch.from_numpy(xs):
                 h = cell(x, h)
                 outputs.append(h)
             return torch.stack(outputs).numpy()
+
+
+def load_parameters(torch, module, native: Native) -> None:
+    with torch.no_grad():
+        for name, value in native.items():
+            getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(value)))
+
+
+def _swap_names(native: Native, a: str, b: str) -> Native:
+    """Exchange every weight whose name ends in suffix a with its twin ending in b."""
+    out = dict(native)
+    for name in native:
+        if name.endswith(a):
+            twin = name[: -len(a)] + b
+            out[name], out[twin] = native[twin], native[name]
+    return out
+
+
+class TorchRNN(LayerAdapter):
+    name = "torch-rnn"
+    cell = "torch.nn.RNN"
+    distributions = ("torch",)
+    requires = ("torch",)
+    bias_names = ("bias_ih_l0", "bias_hh_l0")
+    activations = ("tanh", "relu")
+    configs = (
+        LayerConfig(1, False, options=(("batch_first", False),)),
+        LayerConfig(1, True, initial_state=False, options=(("batch_first", True),)),
+        LayerConfig(2, False, bias=False, options=(("batch_first", True),)),
+        LayerConfig(2, True, options=(("batch_first", False),)),
+        LayerConfig(3, True, options=(("batch_first", True),)),
+        LayerConfig(3, False, bias=False, initial_state=False, options=(("batch_first", False),)),
+    )
+    mutation_config = LayerConfig(3, True, options=(("batch_first", False),))
+    mutations = {
+        "weight_hh_l0 transposed": transposed("weight_hh_l0"),
+        "forward and reverse swapped in layer 0": lambda n: _swap_names(n, "_l0", "_l0_reverse"),
+        "layers 1 and 2 swapped": lambda n: _swap_names(_swap_names(n, "_l1", "_l2"), "_l1_reverse", "_l2_reverse"),
+        "bias_hh_l2_reverse dropped": scaled("bias_hh_l2_reverse", 0.0),
+    }
+
+    def __init__(self):
+        self.torch = import_framework("torch", self.name)
+
+    def recurrent_kernel_name(self, config: LayerConfig) -> str:
+        return "weight_hh_l0"
+
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+        D = 2 if config.bidirectional else 1
+        spec = {}
+        for k in range(config.num_layers):
+            for d in range(D):
+                layer_input = input_size if k == 0 else D * hidden_size
+                spec.update(cell_spec(layer_input, hidden_size, config.bias, layer_suffix(k, d)))
+        return spec
+
+    def to_native(self, stack: StackedRNNParams, config: LayerConfig) -> Native:
+        native = {}
+        for k, d, params in stack.cells():
+            native.update(cell_to_native(params, layer_suffix(k, d)))
+        return native
+
+    def from_native(self, native: Native, config: LayerConfig) -> StackedRNNParams:
+        D = 2 if config.bidirectional else 1
+        return StackedRNNParams([[cell_from_native(native, layer_suffix(k, d)) for d in range(D)]
+                                 for k in range(config.num_layers)])
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        rnn = self.torch.nn.RNN(input_size, hidden_size, num_layers=2, bidirectional=True)
+        return {name: tuple(p.shape) for name, p in rnn.named_parameters()}
+
+    def arrange(self, outputs, h_n, config: LayerConfig):
+        # batch_first applies to the input and output, not to h_n.
+        return {"output": outputs.transpose(1, 0, 2) if config.option("batch_first") else outputs, "h_n": h_n}
+
+    def run_native(self, native: Native, xs, h0, g: str, config: LayerConfig):
+        torch = self.torch
+        dtype = self.check_layer_call(native, xs, h0, g, config)
+        hidden_size = self._hidden_size(native, h0, config, xs.shape[2])
+        batch_first = bool(config.option("batch_first"))
+        rnn = torch.nn.RNN(xs.shape[2], hidden_size, num_layers=config.num_layers, nonlinearity=g,
+                           bias=config.bias, batch_first=batch_first, bidirectional=config.bidirectional,
+                           dtype=getattr(torch, dtype.name))
+        load_parameters(torch, rnn, native)
+        inputs = torch.from_numpy(np.ascontiguousarray(xs.transpose(1, 0, 2) if batch_first else xs))
+        with torch.no_grad():
+            output, h_n = rnn(inputs, None if h0 is None else torch.from_numpy(h0))
+        return {"output": output.numpy(), "h_n": h_n.numpy()}

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.tolerance import error_bound, pair_bound
+from harness.tolerance import error_bound, pair_bound, stack_error_bound
 from reference.params import RNNParams, random_inputs, random_state
 from reference.rnn import rnn_sequence
+from reference.stack import StackedRNNParams, rnn_stack
 
 
 @dataclass(frozen=True)
@@ -66,3 +67,51 @@ CASES = (
 # a transposed or swapped W_hx needs I == H), a square case too: values, not
 # shapes, must give the mistake away.
 MUTATION_CASES = (Case(4, 4, batch=2, steps=5, seed=6), Case(3, 5, batch=2, steps=5, seed=7))
+
+
+@dataclass(frozen=True)
+class SequenceCase:
+    """A sequence-layer case: one shape and seed, with the structure taken from a LayerConfig."""
+
+    config: object  # frameworks.base.LayerConfig
+    input_size: int = 5
+    hidden_size: int = 4
+    batch: int = 3
+    steps: int = 50
+    seed: int = 0
+
+    def describe(self, g: str, dtype: str) -> str:
+        return f"{self.config}, I={self.input_size} H={self.hidden_size} batch={self.batch} " \
+               f"T={self.steps} g={g} {dtype} seed={self.seed}"
+
+    def stack(self, dtype="float64") -> StackedRNNParams:
+        c = self.config
+        return StackedRNNParams.random(self.input_size, self.hidden_size, c.num_layers, c.bidirectional,
+                                       self.seed, dtype, bias=c.bias)
+
+    def inputs(self, dtype="float64") -> np.ndarray:
+        return random_inputs(self.steps, self.batch, self.input_size, self.seed, dtype)
+
+    def h0(self, dtype="float64") -> np.ndarray | None:
+        if not self.config.initial_state:
+            return None
+        D = 2 if self.config.bidirectional else 1
+        rng = np.random.default_rng([self.seed, 3])
+        shape = (self.config.num_layers * D, self.batch, self.hidden_size)
+        return rng.uniform(-0.5, 0.5, shape).astype(np.float32).astype(dtype)
+
+    def reference(self, g: str, reversed_inputs: bool = False):
+        """Float64 (outputs (T, batch, D*H), h_n (L*D, batch, H)).
+
+        ``reversed_inputs``: the layer reads x_T..x_1 and reports in that order
+        (Keras ``go_backwards``): the reference is the same stack on reversed inputs.
+        """
+        xs = self.inputs()[::-1] if reversed_inputs else self.inputs()
+        return rnn_stack(self.stack(), xs, self.h0(), g)
+
+    def bound_vs_reference(self, g: str, dtype: str, reversed_inputs: bool = False):
+        """Allowed |computed in dtype - float64 reference| for (outputs, h_n)."""
+        xs = self.inputs()[::-1] if reversed_inputs else self.inputs()
+        args = (self.stack(), xs, self.h0(), g)
+        (o, h), (o64, h64) = stack_error_bound(*args, dtype), stack_error_bound(*args, "float64")
+        return pair_bound(o, o64), pair_bound(h, h64)

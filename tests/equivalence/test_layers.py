@@ -1,0 +1,78 @@
+"""Sequence layers (stacked, bidirectional, with their own options) against the float64 reference."""
+
+import numpy as np
+import pytest
+
+from harness.cases import SequenceCase
+from harness.compare import assert_within_bound, compare
+
+
+@pytest.mark.known_issues
+def test_layer_matches_float64_reference(layer, g, dtype, config, record):
+    case = SequenceCase(config)
+    actual = layer.run(case.stack(dtype), case.inputs(dtype), case.h0(dtype), g, config)
+    reversed_inputs = layer.reads_reversed(config)
+    expected = layer.arrange(*case.reference(g, reversed_inputs), config)
+    bounds = layer.arrange(*case.bound_vs_reference(g, dtype, reversed_inputs), config)
+
+    assert sorted(actual) == sorted(expected), f"{layer.cell} returned {sorted(actual)}"
+    comparisons = []
+    for key in expected:
+        assert actual[key].shape == expected[key].shape, \
+            f"{layer.cell} {key}: shape {actual[key].shape}, expected {expected[key].shape} ({config})"
+        comparisons.append(compare(actual[key], expected[key], bounds[key],
+                                   f"{layer.describe()} {key} vs float64 reference, {case.describe(g, dtype)}"))
+    worst = max(comparisons, key=lambda c: c.ratio)
+    record("reference", layer, dtype=dtype, **worst.as_record())
+    for key in expected:
+        assert actual[key].dtype == np.dtype(dtype), f"{layer.cell} {key}: dtype {actual[key].dtype}, not {dtype}"
+    for comparison in comparisons:
+        assert_within_bound(comparison)
+
+
+def test_wrong_layer_mapping_is_detected(layer, mutation, record):
+    dtype, g, config = "float32", "tanh", layer.mutation_config
+    case = SequenceCase(config, input_size=4, hidden_size=4)  # square: only values can tell
+    wrong = layer.mutations[mutation](layer.to_native(case.stack(dtype), config))
+    actual = layer.run_native(wrong, case.inputs(dtype), case.h0(dtype), g, config)
+    reversed_inputs = layer.reads_reversed(config)
+    expected = layer.arrange(*case.reference(g, reversed_inputs), config)
+    bounds = layer.arrange(*case.bound_vs_reference(g, dtype, reversed_inputs), config)
+    ratio = max(compare(actual[k], expected[k], bounds[k], k).ratio for k in expected)
+    record("mutation", layer, mutation=mutation, detected=ratio > 1, by="values", ratio=ratio)
+    assert ratio > 100, f"{layer.describe()}: mutation '{mutation}' gave worst error/bound {ratio:.3g}"
+
+
+def test_layer_native_round_trip_is_bitwise(layer, dtype):
+    config = layer.mutation_config
+    native = layer.to_native(SequenceCase(config).stack(dtype), config)
+    again = layer.to_native(layer.from_native(native, config), config)
+    assert sorted(again) == sorted(native)
+    for name in native:
+        np.testing.assert_array_equal(again[name], native[name], err_msg=name, strict=True)
+
+
+def test_layer_native_weights_have_the_documented_layout(layer):
+    for config in layer.configs:
+        case = SequenceCase(config)
+        native = layer.to_native(case.stack("float32"), config)
+        spec = layer.native_spec(config, case.input_size, case.hidden_size)
+        assert {n: np.shape(v) for n, v in native.items()} == {n: s for n, (s, _) in spec.items()}, str(config)
+
+
+def test_layer_refuses_a_wrong_weight_shape(layer):
+    config = layer.mutation_config
+    case = SequenceCase(config)
+    native = layer.to_native(case.stack("float32"), config)
+    name = layer.recurrent_kernel_name(config)
+    native[name] = np.asarray(native[name])[..., :-1, :]
+    with pytest.raises(ValueError, match=rf"{name}: expected shape"):
+        layer.run_native(native, case.inputs("float32"), case.h0("float32"), "tanh", config)
+
+
+def test_layer_refuses_a_wrong_initial_state(layer):
+    config = next(c for c in layer.configs if c.initial_state)
+    case = SequenceCase(config)
+    h0 = case.h0("float32")[:, :-1]
+    with pytest.raises(ValueError, match=r"initial state: expected shape \(num_layers\*num_directions, batch, hidden_size\)"):
+        layer.run(case.stack("float32"), case.inputs("float32"), h0, "tanh", config)
