@@ -24,6 +24,9 @@ ADAPTERS = {
     "keras-jax-rnn": "frameworks.keras3:KerasJaxRNN",
     "keras-torch-rnn": "frameworks.keras3:KerasTorchRNN",
     "tf-keras-rnn": "frameworks.keras3:TFKerasSimpleRNN",
+    "flax-nnx": "frameworks.flax_cells:FlaxNNXSimpleCell",
+    "flax-linen": "frameworks.flax_cells:FlaxLinenSimpleCell",
+    "flax-nnx-rnn": "frameworks.flax_cells:FlaxNNXRNN",
 }
 
 
