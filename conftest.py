@@ -129,6 +129,21 @@ def _with_known_issue(cls, known, named, values):
     return pytest.param(*values, id=test_id, marks=marks)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Deselect, rather than skip, tests that no selected framework applies to.
+
+    A run of one framework would otherwise list every cell test as "skipped" when
+    only layers were selected. Skips are kept for what users must see: a missing
+    framework.
+    """
+    empty = [item for item in items if any(
+        m.name == "skip" and str(m.kwargs.get("reason", "")).startswith("got empty parameter set")
+        for m in item.iter_markers())]
+    if empty:
+        config.hook.pytest_deselected(items=empty)
+        items[:] = [item for item in items if item not in empty]
+
+
 _LOADED = {}
 
 

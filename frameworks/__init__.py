@@ -27,6 +27,8 @@ ADAPTERS = {
     "flax-nnx": "frameworks.flax_cells:FlaxNNXSimpleCell",
     "flax-linen": "frameworks.flax_cells:FlaxLinenSimpleCell",
     "flax-nnx-rnn": "frameworks.flax_cells:FlaxNNXRNN",
+    "onnx-ort": "frameworks.onnx_rnn:OnnxRuntimeRNN",
+    "onnx-reference": "frameworks.onnx_rnn:OnnxReferenceRNN",
 }
 
 
