@@ -29,6 +29,8 @@ ADAPTERS = {
     "flax-nnx-rnn": "frameworks.flax_cells:FlaxNNXRNN",
     "onnx-ort": "frameworks.onnx_rnn:OnnxRuntimeRNN",
     "onnx-reference": "frameworks.onnx_rnn:OnnxReferenceRNN",
+    "torch-onnx-dynamo": "frameworks.torch_export:TorchOnnxDynamo",
+    "torch-onnx-legacy": "frameworks.torch_export:TorchOnnxLegacy",
 }
 
 

@@ -165,7 +165,8 @@ class TorchRNN(LayerAdapter):
         # batch_first applies to the input and output, not to h_n.
         return {"output": outputs.transpose(1, 0, 2) if config.option("batch_first") else outputs, "h_n": h_n}
 
-    def run_native(self, native: Native, xs, h0, g: str, config: LayerConfig):
+    def module(self, native: Native, xs, h0, g: str, config: LayerConfig):
+        """The loaded ``nn.RNN`` and its arguments, in the layout ``config`` asks for."""
         torch = self.torch
         dtype = self.check_layer_call(native, xs, h0, g, config)
         hidden_size = self._hidden_size(native, h0, config, xs.shape[2])
@@ -175,6 +176,10 @@ class TorchRNN(LayerAdapter):
                            dtype=getattr(torch, dtype.name))
         load_parameters(torch, rnn, native)
         inputs = torch.from_numpy(np.ascontiguousarray(xs.transpose(1, 0, 2) if batch_first else xs))
-        with torch.no_grad():
-            output, h_n = rnn(inputs, None if h0 is None else torch.from_numpy(h0))
+        return rnn, (inputs,) if h0 is None else (inputs, torch.from_numpy(h0))
+
+    def run_native(self, native: Native, xs, h0, g: str, config: LayerConfig):
+        rnn, args = self.module(native, xs, h0, g, config)
+        with self.torch.no_grad():
+            output, h_n = rnn(*args)
         return {"output": output.numpy(), "h_n": h_n.numpy()}

@@ -76,3 +76,21 @@ def test_layer_refuses_a_wrong_initial_state(layer):
     h0 = case.h0("float32")[:, :-1]
     with pytest.raises(ValueError, match=r"initial state: expected shape \(num_layers\*num_directions, batch, hidden_size\)"):
         layer.run(case.stack("float32"), case.inputs("float32"), h0, "tanh", config)
+
+
+@pytest.mark.only_adapters(lambda cls: getattr(cls, "compare_with", None))
+def test_exported_model_agrees_with_its_source(request, layer, config, record):
+    """An exported model against the framework module it was exported from, not only the reference."""
+    from conftest import load_adapter
+
+    source = load_adapter(request.config, layer.compare_with)
+    dtype, g = "float32", "tanh"
+    case = SequenceCase(config)
+    args = (case.stack(dtype), case.inputs(dtype), case.h0(dtype), g, config)
+    exported, original = layer.run(*args), source.run(*args)
+    bound = layer.arrange(*case.bound_vs_reference(g, dtype), config)
+    for key in original:
+        comparison = compare(exported[key], original[key], 2 * bound[key],
+                             f"{layer.describe()} vs {source.describe()} {key}, {case.describe(g, dtype)}")
+        record("pair", layer, other=source.name, dtype=dtype, **comparison.as_record())
+        assert_within_bound(comparison)
