@@ -46,7 +46,8 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        "known_issues: run the adapters' known upstream bugs (Adapter.known_issues) as strict xfails",
+        "known_issues(scope='reference'): run the adapters' known upstream bugs (Adapter.known_issues) "
+        "in this scope as strict xfails",
     )
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         config.pluginmanager.register(Summary(), "rnn-equivalence-summary")
@@ -111,7 +112,9 @@ def pytest_generate_tests(metafunc):
                 continue
             axes = {fixture: [name], "g": cls.activations, "dtype": cls.dtypes,
                     "config": getattr(cls, "configs", ()), "mutation": list(cls.mutations)}
-            known = cls.known_issues if metafunc.definition.get_closest_marker("known_issues") else {}
+            marker = metafunc.definition.get_closest_marker("known_issues")
+            scope = marker.args[0] if marker and marker.args else "reference"
+            known = cls.known_issues if marker and scope in cls.known_issue_scopes else {}
             combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
                        for c in itertools.product(*(axes[a] for a in argnames))]
         metafunc.parametrize(argnames, combos)

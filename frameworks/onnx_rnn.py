@@ -35,7 +35,7 @@ def _swap_directions(native: Native) -> Native:
 
 class OnnxRNN(LayerAdapter):
     cell = "ONNX RNN operator"
-    activations = ("tanh", "relu", "sigmoid", "identity")
+    activations = ("tanh", "relu", "identity")  # identity: the Affine activation, worth its own check
     bias_names = ("B",)
     configs = (
         LayerConfig(1, False, options=(("direction", "forward"), ("layout", 0))),

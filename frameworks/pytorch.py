@@ -114,7 +114,6 @@ class TorchRNN(LayerAdapter):
     distributions = ("torch",)
     requires = ("torch",)
     bias_names = ("bias_ih_l0", "bias_hh_l0")
-    activations = ("tanh", "relu")
     configs = (
         LayerConfig(1, False, options=(("batch_first", False),)),
         LayerConfig(1, True, initial_state=False, options=(("batch_first", True),)),
