@@ -269,8 +269,9 @@ KerasTF = _keras3("tensorflow", KerasSimpleRNNCell)
 # demotes 64-bit results to 32-bit when a Python float takes part, and the jax
 # backend's tanh promotes with `float`: a float64 cell returns float32 states.
 JAX_TANH_FLOAT64 = {("tanh", "float64"): (
-    "Keras 3 on jax computes tanh of float64 in float32 (result_type demotes 64-bit dtypes; "
-    "see https://github.com/keras-team/keras/issues/23223)"
+    "Keras 3 on jax computes tanh of float64 in float32: keras.ops.tanh promotes with "
+    "result_type(x.dtype, float), which demotes 64-bit dtypes; the cause reported in "
+    "https://github.com/keras-team/keras/issues/23223"
 )}
 KerasJax = _keras3("jax", KerasSimpleRNNCell)
 KerasJax.known_issues = JAX_TANH_FLOAT64
@@ -278,8 +279,9 @@ KerasJax.known_issue_scopes = ("reference", "activation")  # the bug is in tanh 
 # The torch backend's matmul takes its dtype from the same result_type, so
 # float64 @ float64 is computed in float32 and every float64 activation suffers.
 TORCH_MATMUL_FLOAT64 = {(g, "float64"): (
-    "Keras 3 on torch computes matmul of float64 in float32 (backend/torch/numpy.py matmul uses "
-    "result_type, which demotes 64-bit dtypes; see https://github.com/keras-team/keras/issues/23223)"
+    "Keras 3 on torch computes float64 @ float64 in float32: keras.ops.matmul takes its dtype from "
+    "result_type, which demotes 64-bit dtypes; the cause reported in "
+    "https://github.com/keras-team/keras/issues/23223, whose fix covered elementwise ops, not matmul"
 ) for g in KERAS_ACTIVATION}
 KerasTorch = _keras3("torch", KerasSimpleRNNCell)
 KerasTorch.known_issues = TORCH_MATMUL_FLOAT64
