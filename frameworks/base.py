@@ -200,6 +200,7 @@ class LayerAdapter(Adapter):
     """
 
     kind = "layer"
+    sums_biases = True  # one bias slot per cell: b_x + b_h, lossy on the way back
     # Layers are tested for structure (stacking, directions, layouts, states); every
     # activation is already tested on the cells. tanh saturates, relu does not.
     activations = ("tanh", "relu")

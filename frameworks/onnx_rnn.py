@@ -35,6 +35,7 @@ def _swap_directions(native: Native) -> Native:
 
 class OnnxRNN(LayerAdapter):
     cell = "ONNX RNN operator"
+    sums_biases = False
     activations = ("tanh", "relu", "identity")  # identity: the Affine activation, worth its own check
     bias_names = ("B",)
     configs = (

@@ -111,6 +111,7 @@ def _swap_names(native: Native, a: str, b: str) -> Native:
 class TorchRNN(LayerAdapter):
     name = "torch-rnn"
     cell = "torch.nn.RNN"
+    sums_biases = False
     distributions = ("torch",)
     requires = ("torch",)
     bias_names = ("bias_ih_l0", "bias_hh_l0")

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from frameworks.base import LayerAdapter, LayerConfig
 from harness.cases import SequenceCase
 from harness.compare import assert_within_bound, compare
 
@@ -94,3 +95,27 @@ def test_exported_model_agrees_with_its_source(request, layer, config, record):
                              f"{layer.describe()} vs {source.describe()} {key}, {case.describe(g, dtype)}")
         record("pair", layer, other=source.name, dtype=dtype, **comparison.as_record())
         assert_within_bound(comparison)
+
+
+def test_layer_canonical_round_trip(layer, dtype):
+    """Bitwise where the layer keeps both biases (torch, ONNX); where it sums them into one,
+    the round trip returns b_x + b_h as b_x and zero as b_h: the same function, other parameters."""
+    config = layer.mutation_config
+    stack = SequenceCase(config).stack(dtype)
+    back = layer.from_native(layer.to_native(stack, config), config)
+    for (_, _, before), (_, _, after) in zip(stack.cells(), back.cells()):
+        if layer.sums_biases:
+            np.testing.assert_array_equal(after.b_x, before.b_x + before.b_h, strict=True)
+            np.testing.assert_array_equal(after.b_h, np.zeros_like(before.b_h), strict=True)
+        else:
+            np.testing.assert_array_equal(after.b_x, before.b_x, strict=True)
+            np.testing.assert_array_equal(after.b_h, before.b_h, strict=True)
+        np.testing.assert_array_equal(after.W_hx, before.W_hx, strict=True)
+        np.testing.assert_array_equal(after.W_hh, before.W_hh, strict=True)
+
+
+@pytest.mark.only_adapters(lambda cls: cls.own_weight_shapes is not LayerAdapter.own_weight_shapes)
+def test_layer_layout_is_the_frameworks_own(layer):
+    config = LayerConfig(2, True)
+    own = layer.own_weight_shapes(5, 4)
+    assert own == {name: shape for name, (shape, _) in layer.native_spec(config, 5, 4).items()}
