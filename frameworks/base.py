@@ -266,3 +266,37 @@ class LayerAdapter(Adapter):
         check_native(self.cell, native, spec, dtype,
                      f"input_size={xs.shape[2]} read from the inputs, hidden_size={hidden_size}")
         return dtype
+
+
+class StackOfCells(LayerAdapter):
+    """A layer whose weights are one cell's weights per layer and direction, each named
+    by ``tag(layer, direction)``: PyTorch's ``_l1_reverse`` suffixes, say.
+
+    Subclasses give the cell's mapping as ``cell_to_native(params, tag)``,
+    ``cell_from_native(native, tag)`` and ``cell_spec(input_size, hidden_size, has_bias, tag)``.
+    """
+
+    def tag(self, layer: int, direction: int) -> str:
+        raise NotImplementedError
+
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+        D = 2 if config.bidirectional else 1
+        spec = {}
+        for k in range(config.num_layers):
+            for d in range(D):
+                layer_input = input_size if k == 0 else D * hidden_size
+                spec.update(self.cell_spec(layer_input, hidden_size, config.bias, self.tag(k, d)))
+        return spec
+
+    def to_native(self, stack, config: LayerConfig) -> Native:
+        native = {}
+        for k, d, params in stack.cells():
+            native.update(self.cell_to_native(params, self.tag(k, d)))
+        return native
+
+    def from_native(self, native: Native, config: LayerConfig):
+        from reference.stack import StackedRNNParams
+
+        D = 2 if config.bidirectional else 1
+        return StackedRNNParams([[self.cell_from_native(native, self.tag(k, d)) for d in range(D)]
+                                 for k in range(config.num_layers)])

@@ -27,11 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerAdapter, LayerConfig, Native, NativeSpec, distribution_version, import_framework,
+    Adapter, LayerConfig, Native, NativeSpec, StackOfCells, distribution_version, import_framework,
     scaled, swapped, transposed,
 )
 from reference.params import RNNParams
-from reference.stack import StackedRNNParams
 
 KERAS_ACTIVATION = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}
 DIRECTIONS = ("forward", "backward")
@@ -143,7 +142,7 @@ class KerasSimpleRNNCell(KerasFamily, Adapter):
         return np.stack(outputs)
 
 
-class KerasSimpleRNN(KerasFamily, LayerAdapter):
+class KerasSimpleRNN(KerasFamily, StackOfCells):
     """``SimpleRNN`` layers, each wrapped in ``Bidirectional(merge_mode="concat")`` when
     bidirectional, stacked with ``return_sequences=True`` below the top layer."""
 
@@ -178,25 +177,11 @@ class KerasSimpleRNN(KerasFamily, LayerAdapter):
     def recurrent_kernel_name(self, config: LayerConfig) -> str:
         return "layer0.forward.recurrent_kernel"
 
-    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
-        D = 2 if config.bidirectional else 1
-        spec = {}
-        for k in range(config.num_layers):
-            for d in range(D):
-                layer_input = input_size if k == 0 else D * hidden_size
-                spec.update(cell_spec(layer_input, hidden_size, config.bias, layer_prefix(k, d)))
-        return spec
+    cell_to_native, cell_from_native, cell_spec = (staticmethod(cell_to_native),
+                                                   staticmethod(cell_from_native), staticmethod(cell_spec))
 
-    def to_native(self, stack: StackedRNNParams, config: LayerConfig) -> Native:
-        native = {}
-        for k, d, params in stack.cells():
-            native.update(cell_to_native(params, layer_prefix(k, d)))
-        return native
-
-    def from_native(self, native: Native, config: LayerConfig) -> StackedRNNParams:
-        D = 2 if config.bidirectional else 1
-        return StackedRNNParams([[cell_from_native(native, layer_prefix(k, d)) for d in range(D)]
-                                 for k in range(config.num_layers)])
+    def tag(self, layer: int, direction: int) -> str:
+        return layer_prefix(layer, direction)
 
     def arrange(self, outputs, h_n, config: LayerConfig):
         D = 2 if config.bidirectional else 1

@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerAdapter, LayerConfig, Native, NativeSpec, import_framework, scaled, swapped, transposed,
+    Adapter, LayerConfig, Native, NativeSpec, StackOfCells, import_framework, scaled, swapped, transposed,
 )
 from reference.params import RNNParams
-from reference.stack import StackedRNNParams
 
 
 def cell_to_native(params: RNNParams, suffix: str = "") -> Native:
@@ -108,7 +107,7 @@ def _swap_names(native: Native, a: str, b: str) -> Native:
     return out
 
 
-class TorchRNN(LayerAdapter):
+class TorchRNN(StackOfCells):
     name = "torch-rnn"
     cell = "torch.nn.RNN"
     sums_biases = False
@@ -137,25 +136,11 @@ class TorchRNN(LayerAdapter):
     def recurrent_kernel_name(self, config: LayerConfig) -> str:
         return "weight_hh_l0"
 
-    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
-        D = 2 if config.bidirectional else 1
-        spec = {}
-        for k in range(config.num_layers):
-            for d in range(D):
-                layer_input = input_size if k == 0 else D * hidden_size
-                spec.update(cell_spec(layer_input, hidden_size, config.bias, layer_suffix(k, d)))
-        return spec
+    cell_to_native, cell_from_native, cell_spec = (staticmethod(cell_to_native),
+                                                   staticmethod(cell_from_native), staticmethod(cell_spec))
 
-    def to_native(self, stack: StackedRNNParams, config: LayerConfig) -> Native:
-        native = {}
-        for k, d, params in stack.cells():
-            native.update(cell_to_native(params, layer_suffix(k, d)))
-        return native
-
-    def from_native(self, native: Native, config: LayerConfig) -> StackedRNNParams:
-        D = 2 if config.bidirectional else 1
-        return StackedRNNParams([[cell_from_native(native, layer_suffix(k, d)) for d in range(D)]
-                                 for k in range(config.num_layers)])
+    def tag(self, layer: int, direction: int) -> str:
+        return layer_suffix(layer, direction)
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         rnn = self.torch.nn.RNN(input_size, hidden_size, num_layers=2, bidirectional=True)

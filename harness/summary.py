@@ -18,7 +18,6 @@ PROPERTY = "rnn_equivalence"
 #   exact      small-integer case: bitwise equal to the reference?
 #   mutation   a deliberately wrong mapping: did the comparison catch it?
 #   known      a case the adapter knows an upstream bug breaks (a strict xfail)
-KINDS = ("reference", "pair", "exact", "mutation", "known")
 
 
 @dataclass
