@@ -101,7 +101,7 @@ def pytest_generate_tests(metafunc):
     if only is not None:
         names = [name for name in names if only.args[0](adapter_class(name))]
     fixtures = metafunc.fixturenames
-    for fixture, kind in (("framework", "cell"), ("layer_framework", "layer")):
+    for fixture, kind in (("framework", "cell"), ("layer_framework", "layer"), ("gated_framework", "gated")):
         if fixture not in fixtures:
             continue
         argnames = [a for a in (fixture, "g", "dtype", "config", "mutation") if a in fixtures]
@@ -182,6 +182,11 @@ def layer(request, layer_framework):
 
 
 @pytest.fixture
+def gated(request, gated_framework):
+    return load_adapter(request.config, gated_framework)
+
+
+@pytest.fixture
 def adapters(request, framework_pair):
     return tuple(load_adapter(request.config, name) for name in framework_pair)
 
@@ -195,7 +200,8 @@ def record(request):
         # A known upstream bug: listed under the table, kept out of the worst ratio.
         params = request.node.callspec.params
         request.node.user_properties.append((PROPERTY, {
-            "kind": "known", "system": params.get("framework") or params.get("layer_framework"),
+            "kind": "known",
+            "system": params.get("framework") or params.get("layer_framework") or params.get("gated_framework"),
             "dtype": params["dtype"], "known_issue": known.kwargs["reason"]}))
 
     def record(kind, adapter, **fields):

@@ -31,14 +31,26 @@ ADAPTERS = {
     "onnx-reference": "frameworks.onnx_rnn:OnnxReferenceRNN",
     "torch-onnx-dynamo": "frameworks.torch_export:TorchOnnxDynamo",
     "torch-onnx-legacy": "frameworks.torch_export:TorchOnnxLegacy",
+    # Gated cells (LSTM, GRU in both variants).
+    "torch-lstm": "frameworks.pytorch:TorchLSTMCell",
+    "torch-gru": "frameworks.pytorch:TorchGRUCell",
+    "tf1-basic-lstm": "frameworks.tf1:TF1BasicLSTMCell",
+    "tf1-lstm": "frameworks.tf1:TF1LSTMCell",
+    "tf1-gru": "frameworks.tf1:TF1GRUCell",
+    **{name: f"frameworks.keras3:GATED_CELLS.{name}" for name in (
+        f"{prefix}-{cell}" for prefix in ("keras-tf", "keras-jax", "keras-torch", "tf-keras")
+        for cell in ("lstm", "gru", "gru-reset-before"))},
 }
 
 
 def adapter_class(name: str) -> type[Adapter]:
     if name not in ADAPTERS:
         raise ValueError(f"unknown framework {name!r}; expected one of {', '.join(ADAPTERS)}")
-    module, cls = ADAPTERS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    module, attribute = ADAPTERS[name].split(":")
+    target = importlib.import_module(module)
+    for part in attribute.split("."):  # "GATED_CELLS.keras-tf-lstm": a class in a registry dict
+        target = target[part] if isinstance(target, dict) else getattr(target, part)
+    return target
 
 
 def load(name: str) -> Adapter:

@@ -300,3 +300,68 @@ class StackOfCells(LayerAdapter):
         D = 2 if config.bidirectional else 1
         return StackedRNNParams([[self.cell_from_native(native, self.tag(k, d)) for d in range(D)]
                                  for k in range(config.num_layers)])
+
+
+# --- gated cells -----------------------------------------------------------------
+
+
+class GatedAdapter(Adapter):
+    """A framework's LSTM or GRU cell, unrolled over a sequence, on ``reference.gated.GatedParams``.
+
+    ``run`` returns {"h": (T, batch, H)} for a GRU and also "c" for an LSTM, each
+    in canonical time-major shape; ``c0`` is ignored by a GRU.
+    """
+
+    kind = "gated"
+    cell_type: str  # "lstm" or "gru"
+    gru_variant: str = "reset_after"  # the GRU candidate this cell computes
+    forget_bias: float = 0.0  # a constant the cell adds to its f gate (TF1 LSTM)
+    activations = ("default",)  # gates use sigmoid and tanh; not a choice here
+
+    def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
+        raise NotImplementedError
+
+    def run_native(self, native: Native, xs, h0, c0) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def run(self, params, xs, h0=None, c0=None) -> dict[str, np.ndarray]:
+        xs = np.asarray(xs)
+        zeros = np.zeros((xs.shape[1], params.hidden_size), params.dtype)
+        return self.run_native(self.to_native(params), xs, zeros if h0 is None else np.asarray(h0),
+                               zeros if c0 is None else np.asarray(c0))
+
+    def check_gated_call(self, native: Native, xs, h0, c0) -> np.dtype:
+        if xs.ndim != 3:
+            raise ValueError(f"{self.cell}: inputs: expected shape (T, batch, input_size), got {xs.shape}")
+        dtype = xs.dtype
+        if dtype.name not in self.dtypes:
+            raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
+        for name, state in (("h0", h0), ("c0", c0)):
+            if state.ndim != 2 or state.shape[0] != xs.shape[1] or state.dtype != dtype:
+                raise ValueError(f"{self.cell}: {name}: expected shape (batch, hidden_size) with batch="
+                                 f"{xs.shape[1]} and dtype {dtype}, got {state.shape} {state.dtype}")
+        check_native(self.cell, native, self.native_spec(xs.shape[2], h0.shape[1]), dtype,
+                     f"input_size={xs.shape[2]} read from the inputs, hidden_size={h0.shape[1]} from h0")
+        return dtype
+
+
+def reorder_gates(array: np.ndarray, order, axis: int = 0) -> np.ndarray:
+    """The gate blocks stacked along ``axis``, taken in ``order`` (indices of the blocks).
+
+    With canonical blocks (LSTM i f g o, GRU r z n) and ``order`` the canonical
+    index of each of a framework's gates, this is the framework's stacking;
+    ``np.argsort(order)`` goes back.
+    """
+    blocks = np.split(array, len(order), axis=axis)
+    return np.concatenate([blocks[k] for k in order], axis=axis)
+
+
+def swapped_gates(name: str, a: int, b: int, gates: int, axis: int = -1):
+    """Mutation: exchange gate blocks a and b of a stacked tensor (the classic converter bug)."""
+
+    def mutate(native):
+        blocks = np.split(native[name], gates, axis=axis)
+        blocks[a], blocks[b] = blocks[b], blocks[a]
+        return {**native, name: np.concatenate(blocks, axis=axis)}
+
+    return mutate

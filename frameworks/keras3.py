@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, StackOfCells, distribution_version, import_framework,
-    scaled, swapped, transposed,
+    Adapter, GatedAdapter, LayerConfig, Native, NativeSpec, StackOfCells, distribution_version, import_framework,
+    reorder_gates, scaled, swapped, swapped_gates, transposed,
 )
 from reference.params import RNNParams
 
@@ -295,3 +295,126 @@ class TFKerasSimpleRNN(KerasSimpleRNN):
     module = "tf_keras"
     distributions = ("tf_keras", "tensorflow")
     requires = ("tf_keras", "tensorflow")
+
+
+# --- gated cells ------------------------------------------------------------------
+#
+#   canonical LSTM gates i f g o:  W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
+#   Keras LSTMCell,  gates i f c o: kernel (I, 4H) = W_x^T, recurrent_kernel (H, 4H) = W_h^T,
+#                                   bias (4H) = b_x + b_h                  (same order, c is g)
+#   canonical GRU gates r z n:     W_x (3H, I), W_h (3H, H), b_x, b_h (3H)
+#   Keras GRUCell,   gates z r h:  kernel (I, 3H), recurrent_kernel (H, 3H), reordered z r n,
+#       reset_after=True:  bias (2, 3H) = [b_x; b_h] reordered: both biases kept, exact
+#       reset_after=False: bias (3H) = b_x + b_h reordered: one bias; b_hn may join b_in
+#                          because reset-before adds b_hn outside the reset
+KERAS_GRU_ORDER = (1, 0, 2)  # Keras's z, r, h as canonical indices (r=0, z=1, n=2)
+
+
+class KerasGatedCell(KerasFamily, GatedAdapter):
+    bias_names = ("bias",)
+
+    def __init__(self):
+        self._import_keras()
+
+    def describe(self) -> str:
+        return self.cell + self._backend_text()
+
+    @property
+    def _order(self):
+        return (0, 1, 2, 3) if self.cell_type == "lstm" else KERAS_GRU_ORDER
+
+    def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
+        G = 4 if self.cell_type == "lstm" else 3
+        I, H = input_size, hidden_size
+        two_biases = self.cell_type == "gru" and self.gru_variant == "reset_after"
+        return {"kernel": ((I, G * H), f"(input_dim, {G}*units)"),
+                "recurrent_kernel": ((H, G * H), f"(units, {G}*units)"),
+                "bias": (((2, G * H), f"(2, {G}*units)") if two_biases else ((G * H,), f"({G}*units,)"))}
+
+    def to_native(self, params) -> Native:
+        order = self._order
+        native = {"kernel": reorder_gates(params.W_x, order).T, "recurrent_kernel": reorder_gates(params.W_h, order).T}
+        if self.cell_type == "gru" and self.gru_variant == "reset_after":
+            native["bias"] = np.stack([reorder_gates(params.b_x, order), reorder_gates(params.b_h, order)])
+        else:
+            native["bias"] = reorder_gates(params.b_x + params.b_h, order)
+        return native
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        back = np.argsort(self._order)
+        bias = np.asarray(native["bias"])
+        b_x, b_h = (bias[0], bias[1]) if bias.ndim == 2 else (bias, np.zeros_like(bias))
+        return GatedParams(self.cell_type, reorder_gates(np.asarray(native["kernel"]).T, back),
+                           reorder_gates(np.asarray(native["recurrent_kernel"]).T, back),
+                           reorder_gates(b_x, back), reorder_gates(b_h, back))
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        cell = self._make(hidden_size, "float32")
+        cell.build((None, input_size))
+        return {v.name.split("/")[-1].split(":")[0]: tuple(v.shape) for v in cell.weights}
+
+    def _make(self, units: int, dtype: str):
+        if self.cell_type == "lstm":
+            return self.keras.layers.LSTMCell(units, dtype=dtype)
+        return self.keras.layers.GRUCell(units, reset_after=self.gru_variant == "reset_after", dtype=dtype)
+
+    def run_native(self, native: Native, xs, h0, c0):
+        dtype = self.check_gated_call(native, xs, h0, c0)
+        cell = self._make(h0.shape[1], dtype.name)
+        cell.build((None, xs.shape[2]))
+        for name, value in native.items():
+            getattr(cell, name).assign(value)
+        states = [self._tensor(h0), self._tensor(c0)] if self.cell_type == "lstm" else [self._tensor(h0)]
+        hs, cs = [], []
+        for x in xs:
+            _, states = cell(self._tensor(x), states)
+            states = list(states)
+            hs.append(self._numpy(states[0]))
+            if self.cell_type == "lstm":
+                cs.append(self._numpy(states[1]))
+        return {"h": np.stack(hs), "c": np.stack(cs)} if cs else {"h": np.stack(hs)}
+
+
+LSTM_MUTATIONS = {
+    "gates i and f swapped": swapped_gates("kernel", 0, 1, 4),
+    "gates c and o swapped in recurrent_kernel": swapped_gates("recurrent_kernel", 2, 3, 4),
+    "bias dropped": scaled("bias", 0.0),
+}
+GRU_MUTATIONS = {
+    "PyTorch's r z n order kept (no reorder)": lambda n: {
+        **n, **{k: reorder_gates(n[k], KERAS_GRU_ORDER, axis=-1) for k in ("kernel", "recurrent_kernel", "bias")}},
+    "recurrent_kernel transposed blockwise": lambda n: {**n, "recurrent_kernel": np.concatenate(
+        [b.T for b in np.split(n["recurrent_kernel"], 3, axis=1)], axis=1)},
+    "bias dropped": scaled("bias", 0.0),
+}
+
+
+def _gated(base_name: str, cell: str, cell_type: str, variant: str, module: str, backend: str | None):
+    label = {"tensorflow": "tf", None: None}.get(backend, backend)
+    prefix = f"keras-{label}" if module == "keras" else "tf-keras"
+    suffix = "-reset-before" if variant == "reset_before" else ""
+    attributes = {
+        "name": f"{prefix}-{base_name}{suffix}", "cell": f"{module}.layers.{cell}" +
+        ("(reset_after=False)" if variant == "reset_before" else ""),
+        "cell_type": cell_type, "gru_variant": variant, "module": module, "backend": backend,
+        "distributions": (module, backend or "tensorflow"), "requires": (module, backend or "tensorflow"),
+        "process_env": {"KERAS_BACKEND": backend} if backend else {},
+        "mutations": LSTM_MUTATIONS if cell_type == "lstm" else GRU_MUTATIONS,
+        "__module__": __name__,
+    }
+    if backend == "jax":
+        attributes["known_issues"] = {("default", "float64"): JAX_TANH_FLOAT64[("tanh", "float64")]}
+    if backend == "torch":
+        attributes["known_issues"] = {("default", "float64"): TORCH_MATMUL_FLOAT64[("tanh", "float64")]}
+    return type(f"Gated_{prefix}_{base_name}{suffix}".replace("-", "_"), (KerasGatedCell,), attributes)
+
+
+GATED_CELLS = {
+    cls.name: cls
+    for module, backend in (("keras", "tensorflow"), ("keras", "jax"), ("keras", "torch"), ("tf_keras", None))
+    for cls in (_gated("lstm", "LSTMCell", "lstm", "reset_after", module, backend),
+                _gated("gru", "GRUCell", "gru", "reset_after", module, backend),
+                _gated("gru", "GRUCell", "gru", "reset_before", module, backend))
+}

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, StackOfCells, import_framework, scaled, swapped, transposed,
+    Adapter, GatedAdapter, LayerConfig, Native, NativeSpec, StackOfCells, import_framework, reorder_gates, scaled,
+    swapped, swapped_gates, transposed,
 )
 from reference.params import RNNParams
 
@@ -168,3 +169,89 @@ class TorchRNN(StackOfCells):
         with self.torch.no_grad():
             output, h_n = rnn(*args)
         return {"output": output.numpy(), "h_n": h_n.numpy()}
+
+
+class TorchGatedCell(GatedAdapter):
+    """``torch.nn.LSTMCell`` (gates i f g o) and ``torch.nn.GRUCell`` (gates r z n, reset after).
+
+    Canonical layout is PyTorch's own: weight_ih (G*H, I) = W_x, weight_hh (G*H, H) = W_h,
+    bias_ih = b_x, bias_hh = b_h, same gate order. A renaming; the round trip is exact.
+    """
+
+    distributions = ("torch",)
+    requires = ("torch",)
+    bias_names = ("bias_ih", "bias_hh")
+
+    def __init__(self):
+        self.torch = import_framework("torch", self.name)
+
+    def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
+        G, I, H = self.gates, input_size, hidden_size
+        return {"weight_ih": ((G * H, I), f"({G}*hidden_size, input_size)"),
+                "weight_hh": ((G * H, H), f"({G}*hidden_size, hidden_size)"),
+                "bias_ih": ((G * H,), f"({G}*hidden_size,)"), "bias_hh": ((G * H,), f"({G}*hidden_size,)")}
+
+    def to_native(self, params) -> Native:
+        return {"weight_ih": params.W_x, "weight_hh": params.W_h, "bias_ih": params.b_x, "bias_hh": params.b_h}
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        return GatedParams(self.cell_type, native["weight_ih"], native["weight_hh"],
+                           native["bias_ih"], native["bias_hh"])
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        cell = getattr(self.torch.nn, self.cell.split(".")[-1])(input_size, hidden_size)
+        return {name: tuple(p.shape) for name, p in cell.named_parameters()}
+
+    def run_native(self, native: Native, xs, h0, c0):
+        torch = self.torch
+        dtype = self.check_gated_call(native, xs, h0, c0)
+        cell = getattr(torch.nn, self.cell.split(".")[-1])(xs.shape[2], h0.shape[1], dtype=getattr(torch, dtype.name))
+        load_parameters(torch, cell, native)
+        h, c, hs, cs = torch.from_numpy(h0), torch.from_numpy(c0), [], []
+        with torch.no_grad():
+            for x in torch.from_numpy(xs):
+                if self.cell_type == "lstm":
+                    h, c = cell(x, (h, c))
+                    cs.append(c.numpy())
+                else:
+                    h = cell(x, h)
+                hs.append(h.numpy())
+        return {"h": np.stack(hs), "c": np.stack(cs)} if cs else {"h": np.stack(hs)}
+
+
+class TorchLSTMCell(TorchGatedCell):
+    name = "torch-lstm"
+    cell = "torch.nn.LSTMCell"
+    cell_type, gates = "lstm", 4
+    mutations = {
+        "gates i and f swapped": swapped_gates("weight_ih", 0, 1, 4, axis=0),
+        "gates g and o swapped in weight_hh": swapped_gates("weight_hh", 2, 3, 4, axis=0),
+        "bias_hh dropped": scaled("bias_hh", 0.0),
+        "weight_hh transposed blockwise": lambda n: {**n, "weight_hh": np.concatenate(
+            [b.T for b in np.split(n["weight_hh"], 4)])},
+    }
+
+
+class TorchGRUCell(TorchGatedCell):
+    name = "torch-gru"
+    cell = "torch.nn.GRUCell"
+    cell_type, gates = "gru", 3
+    mutations = {
+        "gates r and z swapped (the Keras order)": lambda n: {
+            **n, **{k: reorder_gates(n[k], (1, 0, 2)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}},
+        "b_hn dropped": lambda n: {**n, "bias_hh": np.concatenate([n["bias_hh"][: 2 * n["bias_hh"].size // 3],
+                                                                    np.zeros(n["bias_hh"].size // 3, n["bias_hh"].dtype)])},
+        "b_hn moved into b_in": lambda n: {**n, **_fold_b_hn(n["bias_ih"], n["bias_hh"])},
+    }
+
+
+def _fold_b_hn(bias_ih, bias_hh):
+    """What a converter to a one-bias GRU does: b_in + b_hn, b_hn = 0. Right for reset
+    before, wrong for PyTorch's reset after, where r multiplies b_hn."""
+    H = bias_hh.size // 3
+    ih, hh = bias_ih.copy(), bias_hh.copy()
+    ih[2 * H:] += hh[2 * H:]
+    hh[2 * H:] = 0
+    return {"bias_ih": ih, "bias_hh": hh}

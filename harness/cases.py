@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.gated_tolerance import gru_bound, lstm_bound
 from harness.tolerance import error_bound, pair_bound, stack_error_bound
+from reference.gated import GatedParams, gru_sequence, lstm_sequence
 from reference.params import RNNParams, random_inputs, random_state
 from reference.rnn import rnn_sequence
 from reference.stack import StackedRNNParams, rnn_stack
@@ -115,3 +117,57 @@ class SequenceCase:
         args = (self.stack(), xs, self.h0(), g)
         (o, h), (o64, h64) = stack_error_bound(*args, dtype), stack_error_bound(*args, "float64")
         return pair_bound(o, o64), pair_bound(h, h64)
+
+
+@dataclass(frozen=True)
+class GatedCase:
+    """A gated-cell case: an LSTM or GRU of one shape and seed, over T steps."""
+
+    cell: str  # "lstm" or "gru"
+    input_size: int
+    hidden_size: int
+    batch: int
+    steps: int
+    seed: int = 0
+
+    def __str__(self) -> str:
+        return f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
+
+    def describe(self, dtype: str) -> str:
+        return f"{self.cell} I={self.input_size} H={self.hidden_size} batch={self.batch} T={self.steps} " \
+               f"{dtype} seed={self.seed}"
+
+    def params(self, dtype="float64") -> GatedParams:
+        return GatedParams.random(self.cell, self.input_size, self.hidden_size, self.seed, dtype)
+
+    def inputs(self, dtype="float64") -> np.ndarray:
+        return random_inputs(self.steps, self.batch, self.input_size, self.seed, dtype)
+
+    def h0(self, dtype="float64") -> np.ndarray:
+        return random_state(self.batch, self.hidden_size, self.seed, dtype)
+
+    def c0(self, dtype="float64") -> np.ndarray:
+        return random_state(self.batch, self.hidden_size, self.seed + 1000, dtype)
+
+    def reference(self, variant: str = "reset_after") -> dict[str, np.ndarray]:
+        """Float64 states: {"h": ..., "c": ...} (LSTM) or {"h": ...} (GRU, in ``variant``)."""
+        if self.cell == "lstm":
+            h, c = lstm_sequence(self.params(), self.inputs(), self.h0(), self.c0())
+            return {"h": h, "c": c}
+        return {"h": gru_sequence(self.params(), self.inputs(), self.h0(), variant)}
+
+    def bound(self, dtype: str, variant: str = "reset_after", forget_bias: float = 0.0) -> dict[str, np.ndarray]:
+        if self.cell == "lstm":
+            h, c = lstm_bound(self.params(), self.inputs(), self.h0(), self.c0(), dtype, forget_bias)
+            return {"h": h, "c": c}
+        return {"h": gru_bound(self.params(), self.inputs(), self.h0(), dtype, variant)}
+
+    def bound_vs_reference(self, dtype: str, variant: str = "reset_after", forget_bias: float = 0.0):
+        mine, reference = self.bound(dtype, variant, forget_bias), self.bound("float64", variant)
+        return {key: pair_bound(mine[key], reference[key]) for key in mine}
+
+
+GATED_CASES = {
+    "lstm": (GatedCase("lstm", 3, 4, 1, 1), GatedCase("lstm", 5, 4, 3, 50, seed=1), GatedCase("lstm", 7, 6, 2, 20, seed=2)),
+    "gru": (GatedCase("gru", 3, 4, 1, 1), GatedCase("gru", 5, 4, 3, 50, seed=1), GatedCase("gru", 7, 6, 2, 20, seed=2)),
+}

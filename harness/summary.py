@@ -69,10 +69,13 @@ class Summary:
     def __init__(self):
         self.systems: dict[tuple[str, str], Row] = {}
         self.pairs: dict[tuple[str, str], Row] = {}
+        self.non_equivalences: list[dict] = []
 
     def add(self, record: dict) -> None:
         # One row per system and dtype: float32 and float64 errors differ by 2**29.
-        if record["kind"] == "pair":
+        if record["kind"] == "nonequivalence":
+            self.non_equivalences.append(record)
+        elif record["kind"] == "pair":
             key = (f"{record['system']} vs {record['other']}", record["dtype"])
             self.pairs.setdefault(key, Row(*key)).add(record)
         elif record["kind"] == "mutation":  # mutations run in float32 only
@@ -92,12 +95,12 @@ class Summary:
             self.add_report(report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if self.systems or self.pairs:
+        if self.systems or self.pairs or self.non_equivalences:
             terminalreporter.section("equivalence summary")
             self.render(terminalreporter.write_line)
 
     def render(self, write_line) -> None:
-        if not self.systems and not self.pairs:
+        if not self.systems and not self.pairs and not self.non_equivalences:
             return
         write_line("Each case compares hidden states h_1..h_T with the float64 NumPy reference;")
         write_line("'worst err/bound' is the largest measured error as a fraction of the bound")
@@ -123,6 +126,13 @@ class Summary:
             for _, row in sorted(self.pairs.items()):
                 rows.append((row.system, row.dtype, str(row.cases),
                              f"{row.max_error:.2e}", f"{row.worst_ratio:.3f}", row.verdict))
+            _table(rows, write_line)
+        if self.non_equivalences:
+            write_line("")
+            write_line("Proved non-equivalences (same weights, different functions; the difference is far above the bound):")
+            rows = [("system", "against", "max |diff|", "diff/bound", "why")]
+            for r in sorted(self.non_equivalences, key=lambda r: (r["system"], r["other"])):
+                rows.append((r["system"], r["other"], f"{r['max_error']:.2e}", f"{r['ratio']:.3g}", r["reason"]))
             _table(rows, write_line)
         known = sorted({(row.system, row.dtype, reason) for row in self.systems.values()
                         for reason in row.known_issues})

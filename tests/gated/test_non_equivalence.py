@@ -1,0 +1,51 @@
+"""Non-equivalences are results: where two systems compute different functions, prove it.
+
+Each test measures the difference between two systems (or a system with and
+without a conversion step) on the same canonical weights, and asserts that it
+exceeds the rounding bound by orders of magnitude. The measured figures go to
+the summary's "proved non-equivalences" table.
+"""
+
+import pytest
+
+from harness.cases import GATED_CASES
+from harness.compare import compare
+from harness.tolerance import pair_bound
+
+CASE = GATED_CASES["gru"][1]  # 50 steps
+ORDERS_OF_MAGNITUDE = 100  # "not equivalent": the difference exceeds the bound at least this many times
+
+
+def prove_different(record, a, other, out_a, out_b, bound, reason):
+    comparison = compare(out_a["h"], out_b["h"], bound, f"{a.describe()} vs {other}")
+    record("nonequivalence", a, other=other, dtype="float32", reason=reason, **comparison.as_record())
+    assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()
+
+
+@pytest.mark.parametrize("reset_before", ["keras-tf-gru-reset-before", "tf1-gru", "tf-keras-gru-reset-before"])
+def test_gru_reset_after_is_not_reset_before(request, record, reset_before):
+    """PyTorch's GRU (reset after) and a reset-before GRU, on the same weights."""
+    from conftest import load_adapter
+
+    torch_gru, other = load_adapter(request.config, "torch-gru"), load_adapter(request.config, reset_before)
+    dtype = "float32"
+    args = (CASE.params(dtype), CASE.inputs(dtype), CASE.h0(dtype))
+    bound = pair_bound(CASE.bound(dtype, "reset_after")["h"], CASE.bound(dtype, "reset_before")["h"])
+    prove_different(record, torch_gru, other.name, torch_gru.run(*args), other.run(*args), bound,
+                    "reset after applies r to (W_hn h + b_hn), reset before to h alone: different functions")
+
+
+@pytest.mark.parametrize("tf1_lstm", ["tf1-basic-lstm", "tf1-lstm"])
+def test_tf1_lstm_needs_forget_bias_folded(request, record, tf1_lstm):
+    """A TF1 LSTM loaded with PyTorch's summed biases as they are, forget_bias not folded out."""
+    from conftest import load_adapter
+
+    cell = load_adapter(request.config, tf1_lstm)
+    case, dtype = GATED_CASES["lstm"][1], "float32"
+    params, xs, h0, c0 = case.params(dtype), case.inputs(dtype), case.h0(dtype), case.c0(dtype)
+    unfolded = cell.mutations["forget_bias not folded"](cell.to_native(params))
+    folded = cell.run_native(cell.to_native(params), xs, h0, c0)
+    bound = pair_bound(case.bound(dtype, forget_bias=1.0)["h"], case.bound(dtype, forget_bias=1.0)["h"])
+    prove_different(record, cell, f"{cell.name} without folding forget_bias", folded,
+                    cell.run_native(unfolded, xs, h0, c0), bound,
+                    "TF1 adds forget_bias (1.0) to the f gate in its forward pass; unfolded, f is shifted by 1")
