@@ -37,6 +37,10 @@ ADAPTERS = {
     "tf1-basic-lstm": "frameworks.tf1:TF1BasicLSTMCell",
     "tf1-lstm": "frameworks.tf1:TF1LSTMCell",
     "tf1-gru": "frameworks.tf1:TF1GRUCell",
+    "flax-nnx-lstm": "frameworks.flax_cells:FlaxNNXLSTMCell",
+    "flax-linen-lstm": "frameworks.flax_cells:FlaxLinenLSTMCell",
+    "flax-nnx-gru": "frameworks.flax_cells:FlaxNNXGRUCell",
+    "flax-linen-gru": "frameworks.flax_cells:FlaxLinenGRUCell",
     **{name: f"frameworks.keras3:GATED_CELLS.{name}" for name in (
         f"{prefix}-{cell}" for prefix in ("keras-tf", "keras-jax", "keras-torch", "tf-keras")
         for cell in ("lstm", "gru", "gru-reset-before"))},

@@ -316,6 +316,7 @@ class GatedAdapter(Adapter):
     cell_type: str  # "lstm" or "gru"
     gru_variant: str = "reset_after"  # the GRU candidate this cell computes
     forget_bias: float = 0.0  # a constant the cell adds to its f gate (TF1 LSTM)
+    zero_b_hn: bool = False  # the cell has no slot for b_hn (Flax nnx GRUCell): test with b_hn = 0
     activations = ("default",)  # gates use sigmoid and tanh; not a choice here
 
     def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerAdapter, LayerConfig, Native, NativeSpec, import_framework, scaled, swapped, transposed,
+    Adapter, GatedAdapter, LayerAdapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled,
+    swapped, transposed,
 )
 from reference.params import RNNParams
 from reference.stack import StackedRNNParams
@@ -255,3 +256,245 @@ class FlaxNNXRNN(FlaxBase, LayerAdapter):
         carries = carry if config.bidirectional else (carry,)
         return {"outputs": np.asarray(outputs),
                 **{f"carry {_prefix(d)[:-1]}": np.asarray(c) for d, c in enumerate(carries)}}
+
+
+# --- gated cells ------------------------------------------------------------------
+#
+# Flax keeps one bias per gate where the framework has one, so the mapping sums:
+#   canonical LSTM gates i f g o: W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
+#   LSTMCell (nnx and linen), one dense per gate and side, kernels (in, out):
+#       ii/if/ig/io.kernel (I, H) = W_x gate^T, no bias;
+#       hi/hf/hg/ho.kernel (H, H) = W_h gate^T, hi/hf/hg/ho.bias (H) = b_x + b_h of the gate
+#       (nnx names the forget dense ``if_``: ``if`` is a keyword)
+#   canonical GRU gates r z n (reset after, as Flax computes):
+#   linen GRUCell: ir/iz/in.kernel (I, H) with biases, hr/hz.kernel (H, H) without, hn.kernel (H, H)
+#       with bias: ir.bias = b_xr + b_hr, iz.bias = b_xz + b_hz, in.bias = b_xn, hn.bias = b_hn
+#   nnx GRUCell: dense_i.kernel (I, 3H) and dense_i.bias (3H) for r z n, dense_h.kernel (H, 3H) and
+#       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
+#       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
+LSTM_GATES = ("i", "f", "g", "o")
+
+
+class FlaxGatedCell(FlaxBase, GatedAdapter):
+    def __init__(self):
+        self._import_flax()
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return {name: shape for name, (shape, _) in self._own_spec(input_size, hidden_size).items()}
+
+    def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
+        return self._spec(input_size, hidden_size)
+
+    def run_native(self, native: Native, xs, h0, c0):
+        jax, jnp = self.jax, self.jnp
+        dtype = self.check_gated_call(native, xs, h0, c0)
+        step = jax.jit(self._stepper(native, xs.shape[2], h0.shape[1], dtype))
+        lstm = self.cell_type == "lstm"
+        carry = (jnp.asarray(c0), jnp.asarray(h0)) if lstm else jnp.asarray(h0)
+        hs, cs = [], []
+        for x in xs:
+            carry = step(carry, jnp.asarray(x))
+            hs.append(np.asarray(carry[1] if lstm else carry))
+            if lstm:
+                cs.append(np.asarray(carry[0]))
+        return {"h": np.stack(hs), "c": np.stack(cs)} if lstm else {"h": np.stack(hs)}
+
+
+def _lstm_names(forget: str):
+    """Input denses ii, if (if_ in nnx), ig, io; hidden denses hi, hf, hg, ho."""
+    return ([f"i{g}.kernel" for g in ("i", forget, "g", "o")], [f"h{g}.kernel" for g in LSTM_GATES],
+            [f"h{g}.bias" for g in LSTM_GATES])
+
+
+class FlaxLSTMCell(FlaxGatedCell):
+    cell_type = "lstm"
+    bias_names = ("hi.bias",)
+    forget_name: str  # "f_" in nnx (the attribute is if_), "f" in linen
+
+    def _spec(self, I, H):
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name)
+        spec = {n: ((I, H), "(in_features, hidden_features)") for n in kernels_i}
+        spec.update({n: ((H, H), "(hidden_features, hidden_features)") for n in kernels_h})
+        spec.update({n: ((H,), "(hidden_features,)") for n in biases})
+        return spec
+
+    def to_native(self, params) -> Native:
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name)
+        b = params.b_x + params.b_h
+        native = {}
+        for k, gate in enumerate(LSTM_GATES):
+            native[kernels_i[k]] = params.gate(params.W_x, gate).T
+            native[kernels_h[k]] = params.gate(params.W_h, gate).T
+            native[biases[k]] = params.gate(b, gate)
+        return native
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name)
+        b = np.concatenate([native[n] for n in biases])
+        return GatedParams("lstm", np.vstack([np.asarray(native[n]).T for n in kernels_i]),
+                           np.vstack([np.asarray(native[n]).T for n in kernels_h]), b, np.zeros_like(b))
+
+    mutations = {
+        "gates i and f swapped": lambda n: _swap_dense(n, "ii", "if"),
+        "hidden kernels not transposed": lambda n: {k: (v.T if k.startswith("h") and k.endswith("kernel") else v)
+                                                    for k, v in n.items()},
+    }
+
+
+def _swap_dense(native: Native, a: str, b: str) -> Native:
+    """Exchange two denses' weights, whatever the forget dense is called (if, if_)."""
+    names = {n.split(".")[0] for n in native}
+    a, b = next(n for n in names if n.rstrip("_") == a), next(n for n in names if n.rstrip("_") == b)
+    out = dict(native)
+    for name in native:
+        module, weight = name.split(".")
+        if module in (a, b):
+            out[f"{b if module == a else a}.{weight}"] = native[name]
+    return out
+
+
+class FlaxNNXLSTMCell(FlaxLSTMCell):
+    name = "flax-nnx-lstm"
+    cell = "flax.nnx.LSTMCell"
+    forget_name = "f_"
+
+    def _own_spec(self, I, H):
+        cell = self.nnx.LSTMCell(I, H, rngs=self.nnx.Rngs(0))
+        return {f"{m}.{w}": (tuple(getattr(getattr(cell, m), w)[...].shape), "")
+                for m in ("ii", "if_", "ig", "io", "hi", "hf", "hg", "ho")
+                for w in ("kernel", "bias") if getattr(getattr(cell, m), w, None) is not None}
+
+    def _stepper(self, native, I, H, dtype):
+        nnx, jnp = self.nnx, self.jnp
+        zeros = nnx.initializers.zeros
+        cell = nnx.LSTMCell(I, H, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0),
+                            kernel_init=zeros, recurrent_kernel_init=zeros)
+        for name, value in native.items():
+            module, weight = name.split(".")
+            getattr(getattr(cell, module), weight)[...] = jnp.asarray(value)
+        graph, state = nnx.split(cell)
+        return lambda carry, x: nnx.merge(graph, state)(carry, x)[0]
+
+
+class FlaxLinenLSTMCell(FlaxLSTMCell):
+    name = "flax-linen-lstm"
+    cell = "flax.linen.LSTMCell"
+    forget_name = "f"
+
+    def _own_spec(self, I, H):
+        cell = self.linen.LSTMCell(features=H)
+        zeros = self.jnp.zeros((1, H))
+        variables = cell.init(self.jax.random.PRNGKey(0), (zeros, zeros), self.jnp.zeros((1, I)))
+        return {f"{m}.{w}": (tuple(v.shape), "") for m, ws in variables["params"].items() for w, v in ws.items()}
+
+    def _stepper(self, native, I, H, dtype):
+        cell = self.linen.LSTMCell(features=H, dtype=dtype, param_dtype=dtype)
+        params = {"params": {}}
+        for name, value in native.items():
+            module, weight = name.split(".")
+            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
+        return lambda carry, x: cell.apply(params, carry, x)[0]
+
+
+class FlaxLinenGRUCell(FlaxGatedCell):
+    name = "flax-linen-gru"
+    cell = "flax.linen.GRUCell"
+    cell_type = "gru"
+    bias_names = ("ir.bias",)
+    mutations = {
+        "gates r and z swapped": lambda n: _swap_dense(_swap_dense(n, "ir", "iz"), "hr", "hz"),
+        "hn.bias dropped": scaled("hn.bias", 0.0),
+        "hn.bias moved into in.bias": lambda n: {**n, "in.bias": n["in.bias"] + n["hn.bias"],
+                                                 "hn.bias": np.zeros_like(n["hn.bias"])},
+    }
+
+    def _spec(self, I, H):
+        spec = {f"i{g}.{w}": ((I, H) if w == "kernel" else (H,), "") for g in "rzn" for w in ("kernel", "bias")}
+        spec.update({f"h{g}.kernel": ((H, H), "(features, features)") for g in "rzn"})
+        spec["hn.bias"] = ((H,), "(features,)")
+        return spec
+
+    _own_spec = _spec
+
+    def to_native(self, params) -> Native:
+        native = {}
+        for gate in "rzn":
+            native[f"i{gate}.kernel"] = params.gate(params.W_x, gate).T
+            native[f"h{gate}.kernel"] = params.gate(params.W_h, gate).T
+        native["ir.bias"] = params.gate(params.b_x, "r") + params.gate(params.b_h, "r")
+        native["iz.bias"] = params.gate(params.b_x, "z") + params.gate(params.b_h, "z")
+        native["in.bias"] = params.gate(params.b_x, "n")
+        native["hn.bias"] = params.gate(params.b_h, "n")
+        return native
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        W_x = np.vstack([np.asarray(native[f"i{g}.kernel"]).T for g in "rzn"])
+        W_h = np.vstack([np.asarray(native[f"h{g}.kernel"]).T for g in "rzn"])
+        zero = np.zeros_like(native["hn.bias"])
+        return GatedParams("gru", W_x, W_h, np.concatenate([native["ir.bias"], native["iz.bias"], native["in.bias"]]),
+                           np.concatenate([zero, zero, native["hn.bias"]]))
+
+    def _stepper(self, native, I, H, dtype):
+        cell = self.linen.GRUCell(features=H, dtype=dtype, param_dtype=dtype)
+        params = {"params": {}}
+        for name, value in native.items():
+            module, weight = name.split(".")
+            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
+        return lambda carry, x: cell.apply(params, carry, x)[0]
+
+
+class FlaxNNXGRUCell(FlaxGatedCell):
+    name = "flax-nnx-gru"
+    cell = "flax.nnx.GRUCell"
+    cell_type = "gru"
+    bias_names = ("dense_i.bias",)
+    zero_b_hn = True  # the cell cannot hold b_hn: its cases run with b_hn = 0
+    mutations = {
+        "gates r and z swapped": lambda n: {**n, **{k: reorder_gates(n[k], (1, 0, 2), axis=-1)
+                                                    for k in ("dense_i.kernel", "dense_i.bias", "dense_h.kernel")}},
+        "dense_h.kernel transposed blockwise": lambda n: {**n, "dense_h.kernel": np.concatenate(
+            [b.T for b in np.split(n["dense_h.kernel"], 3, axis=1)], axis=1)},
+    }
+
+    def _spec(self, I, H):
+        return {"dense_i.kernel": ((I, 3 * H), "(in_features, 3*hidden_features)"),
+                "dense_i.bias": ((3 * H,), "(3*hidden_features,)"),
+                "dense_h.kernel": ((H, 3 * H), "(hidden_features, 3*hidden_features)")}
+
+    def _own_spec(self, I, H):
+        cell = self.nnx.GRUCell(I, H, rngs=self.nnx.Rngs(0))
+        return {f"{m}.{w}": (tuple(getattr(getattr(cell, m), w)[...].shape), "")
+                for m in ("dense_i", "dense_h") for w in ("kernel", "bias")
+                if getattr(getattr(cell, m), w, None) is not None}
+
+    def to_native(self, params) -> Native:
+        b_hn = params.gate(params.b_h, "n")
+        if np.any(b_hn != 0):
+            raise ValueError(
+                f"{self.cell} has no slot for b_hn (the hidden bias of the n gate, which r multiplies in "
+                f"n = tanh(W_in x + b_in + r * (W_hn h + b_hn))); expected b_hn = 0, got max |b_hn| = "
+                f"{np.max(np.abs(b_hn)):.3g}. Moving it into b_in would compute another function.")
+        b = params.b_x + params.b_h  # r and z: the sum; n: b_in alone, since b_hn is zero
+        return {"dense_i.kernel": params.W_x.T, "dense_i.bias": b, "dense_h.kernel": params.W_h.T}
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        b = np.asarray(native["dense_i.bias"])
+        return GatedParams("gru", np.asarray(native["dense_i.kernel"]).T, np.asarray(native["dense_h.kernel"]).T,
+                           b, np.zeros_like(b))
+
+    def _stepper(self, native, I, H, dtype):
+        nnx, jnp = self.nnx, self.jnp
+        zeros = nnx.initializers.zeros
+        cell = nnx.GRUCell(I, H, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0),
+                           kernel_init=zeros, recurrent_kernel_init=zeros)
+        for name, value in native.items():
+            module, weight = name.split(".")
+            getattr(getattr(cell, module), weight)[...] = jnp.asarray(value)
+        graph, state = nnx.split(cell)
+        return lambda carry, x: nnx.merge(graph, state)(carry, x)[0]

@@ -129,16 +129,22 @@ class GatedCase:
     batch: int
     steps: int
     seed: int = 0
+    zero_b_hn: bool = False  # for a GRU that cannot hold b_hn
 
     def __str__(self) -> str:
         return f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
 
     def describe(self, dtype: str) -> str:
         return f"{self.cell} I={self.input_size} H={self.hidden_size} batch={self.batch} T={self.steps} " \
-               f"{dtype} seed={self.seed}"
+               f"{dtype} seed={self.seed}" + (" b_hn=0" if self.zero_b_hn else "")
 
     def params(self, dtype="float64") -> GatedParams:
-        return GatedParams.random(self.cell, self.input_size, self.hidden_size, self.seed, dtype)
+        params = GatedParams.random(self.cell, self.input_size, self.hidden_size, self.seed, dtype)
+        if self.zero_b_hn:
+            b_h = params.b_h.copy()
+            b_h[2 * self.hidden_size:] = 0
+            params = params.replace(b_h=b_h)
+        return params
 
     def inputs(self, dtype="float64") -> np.ndarray:
         return random_inputs(self.steps, self.batch, self.input_size, self.seed, dtype)

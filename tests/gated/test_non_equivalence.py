@@ -49,3 +49,24 @@ def test_tf1_lstm_needs_forget_bias_folded(request, record, tf1_lstm):
     prove_different(record, cell, f"{cell.name} without folding forget_bias", folded,
                     cell.run_native(unfolded, xs, h0, c0), bound,
                     "TF1 adds forget_bias (1.0) to the f gate in its forward pass; unfolded, f is shifted by 1")
+
+
+def test_flax_nnx_gru_cannot_hold_b_hn(request, record):
+    """nnx GRUCell has no hidden bias, so no slot for b_hn, which r multiplies. The mapping
+    refuses a non-zero b_hn; folding it into b_in, what a converter would do, computes
+    another function than PyTorch's GRU."""
+    from conftest import load_adapter
+
+    nnx_gru, torch_gru = load_adapter(request.config, "flax-nnx-gru"), load_adapter(request.config, "torch-gru")
+    dtype = "float32"
+    params, xs, h0 = CASE.params(dtype), CASE.inputs(dtype), CASE.h0(dtype)
+    with pytest.raises(ValueError, match=r"no slot for b_hn .* expected b_hn = 0"):
+        nnx_gru.to_native(params)
+    H = params.hidden_size
+    b_x, b_h = params.b_x.copy(), params.b_h.copy()
+    b_x[2 * H:] += b_h[2 * H:]
+    b_h[2 * H:] = 0
+    folded = nnx_gru.run(params.replace(b_x=b_x, b_h=b_h), xs, h0)
+    bound = pair_bound(CASE.bound(dtype)["h"], CASE.bound(dtype)["h"])
+    prove_different(record, torch_gru, f"{nnx_gru.name} with b_hn folded into b_in", torch_gru.run(params, xs, h0),
+                    folded, bound, "nnx GRUCell has no b_hn; folded into b_in it escapes the reset gate r")
