@@ -156,6 +156,8 @@ _LOADED = {}
 
 def load_adapter(config, name):
     """The adapter for ``name``, loaded once per process; a missing framework skips or fails."""
+    if name not in config.stash[SELECTION].names:
+        pytest.skip(f"framework {name!r} is not selected (--frameworks / {selection_mod.ENV_VAR})")
     if name not in _LOADED:
         try:
             _LOADED[name] = load(name)

@@ -41,6 +41,10 @@ ADAPTERS = {
     "flax-linen-lstm": "frameworks.flax_cells:FlaxLinenLSTMCell",
     "flax-nnx-gru": "frameworks.flax_cells:FlaxNNXGRUCell",
     "flax-linen-gru": "frameworks.flax_cells:FlaxLinenGRUCell",
+    **{name: f"frameworks.onnx_rnn:ONNX_GATED.{name}" for name in (
+        f"onnx-{runtime}-{cell}" for runtime in ("ort", "reference") for cell in ("lstm", "gru", "gru-reset-before"))},
+    **{f"torch-onnx-{exporter}-{cell}": f"frameworks.torch_export:EXPORTED_GATED.torch-onnx-{exporter}-{cell}"
+       for exporter in ("dynamo", "legacy") for cell in ("lstm", "gru")},
     **{name: f"frameworks.keras3:GATED_CELLS.{name}" for name in (
         f"{prefix}-{cell}" for prefix in ("keras-tf", "keras-jax", "keras-torch", "tf-keras")
         for cell in ("lstm", "gru", "gru-reset-before"))},

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import LayerAdapter, LayerConfig, Native, NativeSpec, import_framework, scaled, transposed
+from frameworks.base import (
+    GatedAdapter, LayerAdapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, transposed,
+)
 from reference.params import RNNParams
 from reference.stack import StackedRNNParams
 
@@ -166,3 +168,122 @@ class OnnxReferenceRNN(OnnxRNN):
     def evaluate(self, model, feeds):
         reference = import_framework("onnx.reference", self.name)
         return reference.ReferenceEvaluator(model).run(["Y", "Y_h"], feeds)
+
+
+# --- gated operators ----------------------------------------------------------------
+#
+#   canonical LSTM gates i f g o: W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
+#   ONNX LSTM, gates i o f c:     W[0] (4H, I), R[0] (4H, H), B[0] (8H) = [Wb, Rb], reordered
+#   canonical GRU gates r z n:    W_x (3H, I), W_h (3H, H), b_x, b_h (3H)
+#   ONNX GRU, gates z r h:        W[0] (3H, I), R[0] (3H, H), B[0] (6H) = [Wb, Rb], reordered;
+#       linear_before_reset=1 is the reset-after GRU (PyTorch's), 0 (the default) reset before.
+#   Both biases are kept: the round trip is exact.
+ONNX_ORDER = {"lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}  # ONNX's gates as canonical indices
+
+
+class OnnxGated(GatedAdapter):
+    """One forward ONNX LSTM or GRU node over the sequence; h_t for every step, and the
+    final c for an LSTM (the operator returns only Y_c)."""
+
+    bias_names = ("B",)
+
+    def __init__(self):
+        self.onnx = import_framework("onnx", self.name)
+        self.helper = import_framework("onnx.helper", self.name)
+
+    def describe(self) -> str:
+        extra = "" if self.cell_type == "lstm" else f", linear_before_reset={self.linear_before_reset}"
+        return f"ONNX {self.cell_type.upper()} operator (opset {OPSET}{extra}) in {self.runtime}"
+
+    @property
+    def linear_before_reset(self) -> int:
+        return 1 if self.gru_variant == "reset_after" else 0
+
+    def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
+        G, I, H = (4 if self.cell_type == "lstm" else 3), input_size, hidden_size
+        return {"W": ((1, G * H, I), f"(num_directions, {G}*hidden_size, input_size)"),
+                "R": ((1, G * H, H), f"(num_directions, {G}*hidden_size, hidden_size)"),
+                "B": ((1, 2 * G * H), f"(num_directions, {2 * G}*hidden_size)")}
+
+    def to_native(self, params) -> Native:
+        order = ONNX_ORDER[self.cell_type]
+        return {"W": reorder_gates(params.W_x, order)[None], "R": reorder_gates(params.W_h, order)[None],
+                "B": np.concatenate([reorder_gates(params.b_x, order), reorder_gates(params.b_h, order)])[None]}
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        back = np.argsort(ONNX_ORDER[self.cell_type])
+        b_x, b_h = np.split(np.asarray(native["B"])[0], 2)
+        return GatedParams(self.cell_type, reorder_gates(native["W"][0], back), reorder_gates(native["R"][0], back),
+                           reorder_gates(b_x, back), reorder_gates(b_h, back))
+
+    def run_native(self, native: Native, xs, h0, c0):
+        helper, onnx = self.helper, self.onnx
+        dtype = self.check_gated_call(native, xs, h0, c0)
+        elem = helper.np_dtype_to_tensor_dtype(dtype)
+        T, batch, H = xs.shape[0], xs.shape[1], h0.shape[1]
+        lstm = self.cell_type == "lstm"
+        inputs = ["X", "W", "R", "B", "", "initial_h"] + (["initial_c"] if lstm else [])
+        outputs = ["Y", "Y_h"] + (["Y_c"] if lstm else [])
+        attributes = {} if lstm else {"linear_before_reset": self.linear_before_reset}
+        node = helper.make_node(self.cell_type.upper(), inputs, outputs, hidden_size=H, **attributes)
+        feeds = {"X": xs, "initial_h": h0[None]} | ({"initial_c": c0[None]} if lstm else {})
+        graph = helper.make_graph(
+            [node], self.cell_type,
+            [helper.make_tensor_value_info(name, elem, value.shape) for name, value in feeds.items()],
+            [helper.make_tensor_value_info("Y", elem, (T, 1, batch, H)),
+             helper.make_tensor_value_info("Y_h", elem, (1, batch, H))]
+            + ([helper.make_tensor_value_info("Y_c", elem, (1, batch, H))] if lstm else []),
+            [onnx.numpy_helper.from_array(np.ascontiguousarray(native[n]), n) for n in ("W", "R", "B")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+        onnx.checker.check_model(model, full_check=True)
+        results = self.evaluate(model, {k: np.ascontiguousarray(v) for k, v in feeds.items()}, outputs)
+        out = {"h": np.asarray(results[0])[:, 0]}
+        if lstm:
+            out["c_last"] = np.asarray(results[2])[0]
+        return out
+
+
+class _OrtGated(OnnxGated):
+    runtime = "ONNX Runtime"
+    distributions = ("onnx", "onnxruntime")
+    requires = ("onnx", "onnxruntime")
+    dtypes = ("float32",)
+
+    def evaluate(self, model, feeds, outputs):
+        ort = import_framework("onnxruntime", self.name)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(outputs, feeds)
+
+
+class _ReferenceGated(OnnxGated):
+    runtime = "onnx.reference"
+    distributions = ("onnx",)
+    requires = ("onnx",)
+
+    def evaluate(self, model, feeds, outputs):
+        return import_framework("onnx.reference", self.name).ReferenceEvaluator(model).run(outputs, feeds)
+
+
+def _onnx_gated(base, runtime_label, cell_type, variant):
+    suffix = "-reset-before" if variant == "reset_before" else ""
+    back = tuple(np.argsort(ONNX_ORDER[cell_type]))
+    mutations = {
+        "W and R left in PyTorch's gate order": lambda n: {
+            **n, "W": reorder_gates(n["W"][0], back)[None], "R": reorder_gates(n["R"][0], back)[None]},
+        "R transposed blockwise": lambda n: {**n, "R": np.concatenate(
+            [b.T for b in np.split(n["R"][0], len(back))])[None]},
+        "B dropped": scaled("B", 0.0),
+    }
+    return type(f"Onnx_{runtime_label}_{cell_type}{suffix}".replace("-", "_"), (base,), {
+        "name": f"onnx-{runtime_label}-{cell_type}{suffix}", "cell": f"ONNX {cell_type.upper()}",
+        "cell_type": cell_type, "gru_variant": variant, "mutations": mutations, "__module__": __name__})
+
+
+ONNX_GATED = {
+    cls.name: cls
+    for base, label in ((_OrtGated, "ort"), (_ReferenceGated, "reference"))
+    for cls in (_onnx_gated(base, label, "lstm", "reset_after"), _onnx_gated(base, label, "gru", "reset_after"),
+                _onnx_gated(base, label, "gru", "reset_before"))
+}

@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 
-from frameworks.base import LayerConfig, Native, import_framework, transposed
-from frameworks.pytorch import TorchRNN, _swap_names
+from frameworks.base import GatedAdapter, LayerConfig, Native, NativeSpec, import_framework, scaled, transposed
+from frameworks.pytorch import TorchRNN, _swap_names, load_parameters
 
 
 class TorchOnnxExport(TorchRNN):
@@ -100,3 +100,91 @@ class TorchOnnxLegacy(TorchOnnxExport):
     dynamo = False
     distributions = ("torch", "onnxruntime")
     requires = ("torch", "onnx", "onnxruntime")
+
+
+class TorchExportedGated(GatedAdapter):
+    """``torch.onnx.export`` of a one-layer ``nn.LSTM`` / ``nn.GRU``, run in ONNX Runtime.
+
+    Weights as PyTorch's gated cells keep them (``frameworks.pytorch.TorchGatedCell``), with
+    ``nn.LSTM``'s ``_l0`` suffix. PyTorch's GRU is reset-after, so an exported GRU operator
+    must carry linear_before_reset=1 (some exporter versions emitted 0:
+    pytorch/pytorch#189225, microsoft/onnxscript#2852); ``gru_operators`` reports what the
+    export contains, and the tests assert it.
+    """
+
+    distributions = ("torch", "onnxruntime")
+    bias_names = ("bias_ih_l0", "bias_hh_l0")
+    dtypes = ("float32",)
+    dynamo: bool
+
+    def __init__(self):
+        self.torch = import_framework("torch", self.name)
+        self.onnx = import_framework("onnx", self.name)
+        self.ort = import_framework("onnxruntime", self.name)
+        if self.dynamo:
+            import_framework("onnxscript", self.name)
+        self.last_model = None
+
+    def describe(self) -> str:
+        return f"torch.onnx.export(torch.nn.{self.cell_type.upper()}, dynamo={self.dynamo}) in ONNX Runtime"
+
+    def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
+        G, I, H = (4 if self.cell_type == "lstm" else 3), input_size, hidden_size
+        return {"weight_ih_l0": ((G * H, I), f"({G}*hidden_size, input_size)"),
+                "weight_hh_l0": ((G * H, H), f"({G}*hidden_size, hidden_size)"),
+                "bias_ih_l0": ((G * H,), f"({G}*hidden_size,)"), "bias_hh_l0": ((G * H,), f"({G}*hidden_size,)")}
+
+    def to_native(self, params) -> Native:
+        return {"weight_ih_l0": params.W_x, "weight_hh_l0": params.W_h,
+                "bias_ih_l0": params.b_x, "bias_hh_l0": params.b_h}
+
+    def from_native(self, native: Native):
+        from reference.gated import GatedParams
+
+        return GatedParams(self.cell_type, native["weight_ih_l0"], native["weight_hh_l0"],
+                           native["bias_ih_l0"], native["bias_hh_l0"])
+
+    mutations = {"bias_hh_l0 dropped": scaled("bias_hh_l0", 0.0)}
+
+    def gru_operators(self) -> list[int]:
+        """linear_before_reset of every GRU node in the last export (0 is the ONNX default)."""
+        return [next((a.i for a in node.attribute if a.name == "linear_before_reset"), 0)
+                for node in self.last_model.graph.node if node.op_type == "GRU"]
+
+    def run_native(self, native: Native, xs, h0, c0):
+        torch = self.torch
+        self.check_gated_call(native, xs, h0, c0)
+        lstm = self.cell_type == "lstm"
+        module = (torch.nn.LSTM if lstm else torch.nn.GRU)(xs.shape[2], h0.shape[1])
+        load_parameters(torch, module, native)
+        state = (torch.from_numpy(h0)[None], torch.from_numpy(c0)[None]) if lstm else torch.from_numpy(h0)[None]
+        args = (torch.from_numpy(xs), state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self.dynamo:
+                data = torch.onnx.export(module, args, dynamo=True, verbose=False).model_proto.SerializeToString()
+            else:
+                buffer = io.BytesIO()
+                torch.onnx.export(module, args, buffer, dynamo=False)
+                data = buffer.getvalue()
+        self.last_model = self.onnx.load_from_string(data)
+        session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        flat = [xs, h0[None]] + ([c0[None]] if lstm else [])
+        results = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), flat)})
+        out = {"h": np.asarray(results[0])}
+        if lstm:
+            out["c_last"] = np.asarray(results[2])[0]
+        return out
+
+
+def _exported(cell_type: str, dynamo: bool):
+    exporter = "dynamo" if dynamo else "legacy"
+    return type(f"TorchExported_{cell_type}_{exporter}", (TorchExportedGated,), {
+        "name": f"torch-onnx-{exporter}-{cell_type}", "cell": f"torch.onnx.export(nn.{cell_type.upper()})",
+        "cell_type": cell_type, "dynamo": dynamo, "__module__": __name__,
+        "requires": ("torch", "onnx", "onnxruntime") + (("onnxscript",) if dynamo else ()),
+        "distributions": ("torch", "onnxruntime") + (("onnxscript",) if dynamo else ()),
+    })
+
+
+EXPORTED_GATED = {cls.name: cls for cls in (_exported(c, d) for c in ("lstm", "gru") for d in (True, False))}

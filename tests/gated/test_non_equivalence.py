@@ -22,7 +22,8 @@ def prove_different(record, a, other, out_a, out_b, bound, reason):
     assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()
 
 
-@pytest.mark.parametrize("reset_before", ["keras-tf-gru-reset-before", "tf1-gru", "tf-keras-gru-reset-before"])
+@pytest.mark.parametrize("reset_before", ["keras-tf-gru-reset-before", "tf1-gru", "tf-keras-gru-reset-before",
+                                          "onnx-ort-gru-reset-before", "onnx-reference-gru-reset-before"])
 def test_gru_reset_after_is_not_reset_before(request, record, reset_before):
     """PyTorch's GRU (reset after) and a reset-before GRU, on the same weights."""
     from conftest import load_adapter
@@ -70,3 +71,16 @@ def test_flax_nnx_gru_cannot_hold_b_hn(request, record):
     bound = pair_bound(CASE.bound(dtype)["h"], CASE.bound(dtype)["h"])
     prove_different(record, torch_gru, f"{nnx_gru.name} with b_hn folded into b_in", torch_gru.run(params, xs, h0),
                     folded, bound, "nnx GRUCell has no b_hn; folded into b_in it escapes the reset gate r")
+
+
+@pytest.mark.only_adapters(lambda cls: cls.name.startswith("torch-onnx-") and cls.name.endswith("-gru"))
+def test_exported_gru_carries_linear_before_reset_1(gated):
+    """PyTorch's GRU is reset-after: an exported GRU operator with linear_before_reset=0 would be
+    the other function (pytorch/pytorch#189225, microsoft/onnxscript#2852). The dynamo exporter
+    may decompose the GRU instead of emitting the operator; then there is nothing to carry the
+    flag, and the equivalence tests of the decomposed graph stand on their own."""
+    case = GATED_CASES["gru"][1]
+    gated.run(case.params("float32"), case.inputs("float32"), case.h0("float32"))
+    assert all(flag == 1 for flag in gated.gru_operators()), gated.gru_operators()
+    if not gated.dynamo:
+        assert gated.gru_operators(), "the legacy exporter is expected to emit the ONNX GRU operator"
