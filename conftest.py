@@ -101,7 +101,8 @@ def pytest_generate_tests(metafunc):
     if only is not None:
         names = [name for name in names if only.args[0](adapter_class(name))]
     fixtures = metafunc.fixturenames
-    for fixture, kind in (("framework", "cell"), ("layer_framework", "layer"), ("gated_framework", "gated")):
+    for fixture, kind in (("framework", "cell"), ("layer_framework", "layer"), ("gated_framework", "gated"),
+                          ("gated_layer_framework", "gated-layer")):
         if fixture not in fixtures:
             continue
         argnames = [a for a in (fixture, "g", "dtype", "config", "mutation") if a in fixtures]
@@ -189,6 +190,11 @@ def gated(request, gated_framework):
 
 
 @pytest.fixture
+def gated_layer(request, gated_layer_framework):
+    return load_adapter(request.config, gated_layer_framework)
+
+
+@pytest.fixture
 def adapters(request, framework_pair):
     return tuple(load_adapter(request.config, name) for name in framework_pair)
 
@@ -203,7 +209,8 @@ def record(request):
         params = request.node.callspec.params
         request.node.user_properties.append((PROPERTY, {
             "kind": "known",
-            "system": params.get("framework") or params.get("layer_framework") or params.get("gated_framework"),
+            "system": next(params[k] for k in ("framework", "layer_framework", "gated_framework",
+                                                 "gated_layer_framework") if k in params),
             "dtype": params["dtype"], "known_issue": known.kwargs["reason"]}))
 
     def record(kind, adapter, **fields):

@@ -34,6 +34,8 @@ ADAPTERS = {
     # Gated cells (LSTM, GRU in both variants).
     "torch-lstm": "frameworks.pytorch:TorchLSTMCell",
     "torch-gru": "frameworks.pytorch:TorchGRUCell",
+    "torch-lstm-rnn": "frameworks.pytorch:TorchLSTM",
+    "torch-gru-rnn": "frameworks.pytorch:TorchGRU",
     "tf1-basic-lstm": "frameworks.tf1:TF1BasicLSTMCell",
     "tf1-lstm": "frameworks.tf1:TF1LSTMCell",
     "tf1-gru": "frameworks.tf1:TF1GRUCell",

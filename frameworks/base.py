@@ -366,3 +366,59 @@ def swapped_gates(name: str, a: int, b: int, gates: int, axis: int = -1):
         return {**native, name: np.concatenate(blocks, axis=axis)}
 
     return mutate
+
+
+class GatedLayerAdapter(LayerAdapter):
+    """A sequence layer of LSTM or GRU cells, stacked and bidirectional as ``LayerConfig`` says.
+
+    Parameters are ``layers[k][d]`` of ``GatedParams`` (see ``reference.gated.gated_stack``);
+    ``run_native(native, xs, h0, c0, config)`` returns the layer's outputs in its own
+    shapes, and ``arrange(outputs, h_n, c_n, config)`` puts the reference into them.
+    """
+
+    kind = "gated-layer"
+    cell_type: str
+    gru_variant: str = "reset_after"
+    activations = ("default",)
+
+    def tag(self, layer: int, direction: int) -> str:
+        raise NotImplementedError
+
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+        D = 2 if config.bidirectional else 1
+        spec = {}
+        for k in range(config.num_layers):
+            for d in range(D):
+                spec.update(self.cell_spec(input_size if k == 0 else D * hidden_size, hidden_size, self.tag(k, d)))
+        return spec
+
+    def to_native(self, layers, config: LayerConfig) -> Native:
+        native = {}
+        for k, layer in enumerate(layers):
+            for d, params in enumerate(layer):
+                native.update(self.cell_to_native(params, self.tag(k, d)))
+        return native
+
+    def from_native(self, native: Native, config: LayerConfig):
+        D = 2 if config.bidirectional else 1
+        return [[self.cell_from_native(native, self.tag(k, d)) for d in range(D)] for k in range(config.num_layers)]
+
+    def run(self, layers, xs, h0, c0, config: LayerConfig):
+        return self.run_native(self.to_native(layers, config), np.asarray(xs), h0, c0, config)
+
+    def check_gated_layer_call(self, native: Native, xs, h0, c0, config: LayerConfig) -> np.dtype:
+        if xs.ndim != 3:
+            raise ValueError(f"{self.cell}: inputs: expected shape (T, batch, input_size), got {xs.shape}")
+        dtype = xs.dtype
+        if dtype.name not in self.dtypes:
+            raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
+        H = self._hidden_size(native, h0, config, xs.shape[2])
+        D = 2 if config.bidirectional else 1
+        for name, state in (("h0", h0), ("c0", c0)):
+            if state is not None and (state.shape != (config.num_layers * D, xs.shape[1], H) or state.dtype != dtype):
+                raise ValueError(f"{self.cell}: {name}: expected shape (num_layers*num_directions, batch, hidden_size)"
+                                 f" = {(config.num_layers * D, xs.shape[1], H)} and dtype {dtype}, "
+                                 f"got {state.shape} {state.dtype}")
+        check_native(self.cell, native, self.native_spec(config, xs.shape[2], H), dtype,
+                     f"input_size={xs.shape[2]} read from the inputs, hidden_size={H}")
+        return dtype

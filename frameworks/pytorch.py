@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, GatedAdapter, LayerConfig, Native, NativeSpec, StackOfCells, import_framework, reorder_gates, scaled,
+    Adapter, GatedAdapter, GatedLayerAdapter, LayerConfig, Native, NativeSpec, StackOfCells, import_framework, reorder_gates, scaled,
     swapped, swapped_gates, transposed,
 )
 from reference.params import RNNParams
@@ -255,3 +255,103 @@ def _fold_b_hn(bias_ih, bias_hh):
     ih[2 * H:] += hh[2 * H:]
     hh[2 * H:] = 0
     return {"bias_ih": ih, "bias_hh": hh}
+
+
+def gated_cell_to_native(params, suffix: str = "") -> Native:
+    return {f"weight_ih{suffix}": params.W_x, f"weight_hh{suffix}": params.W_h,
+            f"bias_ih{suffix}": params.b_x, f"bias_hh{suffix}": params.b_h}
+
+
+def gated_cell_from_native(native: Native, cell_type: str, suffix: str = ""):
+    from reference.gated import GatedParams
+
+    return GatedParams(cell_type, native[f"weight_ih{suffix}"], native[f"weight_hh{suffix}"],
+                       native[f"bias_ih{suffix}"], native[f"bias_hh{suffix}"])
+
+
+def gated_cell_spec(gates: int, input_size: int, hidden_size: int, suffix: str = "") -> NativeSpec:
+    G, I, H = gates, input_size, hidden_size
+    return {f"weight_ih{suffix}": ((G * H, I), f"({G}*hidden_size, input_size)"),
+            f"weight_hh{suffix}": ((G * H, H), f"({G}*hidden_size, hidden_size)"),
+            f"bias_ih{suffix}": ((G * H,), f"({G}*hidden_size,)"), f"bias_hh{suffix}": ((G * H,), f"({G}*hidden_size,)")}
+
+
+class TorchGatedRNN(GatedLayerAdapter):
+    """``torch.nn.LSTM`` and ``torch.nn.GRU``: the gated cells' layout per layer and direction,
+    names suffixed ``_l{k}`` and ``_reverse`` as in ``nn.RNN``."""
+
+    distributions = ("torch",)
+    requires = ("torch",)
+    sums_biases = False
+    configs = (
+        LayerConfig(1, False, options=(("batch_first", False),)),
+        LayerConfig(2, True, options=(("batch_first", True),)),
+        LayerConfig(3, False, initial_state=False, options=(("batch_first", False),)),
+        LayerConfig(2, True, initial_state=False, options=(("batch_first", False),)),
+    )
+    mutation_config = LayerConfig(3, True, options=(("batch_first", False),))
+    mutations = {
+        "forward and reverse swapped in layer 0": lambda n: _swap_names(n, "_l0", "_l0_reverse"),
+        "layers 1 and 2 swapped": lambda n: _swap_names(_swap_names(n, "_l1", "_l2"), "_l1_reverse", "_l2_reverse"),
+        "gates 0 and 1 swapped in weight_hh_l1": lambda n: swapped_gates(
+            "weight_hh_l1", 0, 1, n["weight_hh_l1"].shape[0] // n["weight_hh_l1"].shape[1], axis=0)(n),
+    }
+
+    def __init__(self):
+        self.torch = import_framework("torch", self.name)
+
+    def tag(self, layer: int, direction: int) -> str:
+        return layer_suffix(layer, direction)
+
+    def cell_spec(self, input_size, hidden_size, tag):
+        return gated_cell_spec(4 if self.cell_type == "lstm" else 3, input_size, hidden_size, tag)
+
+    def cell_to_native(self, params, tag):
+        return gated_cell_to_native(params, tag)
+
+    def cell_from_native(self, native, tag):
+        return gated_cell_from_native(native, self.cell_type, tag)
+
+    def recurrent_kernel_name(self, config: LayerConfig) -> str:
+        return "weight_hh_l0"
+
+    def _hidden_size(self, native, h0, config, input_size):
+        return int(np.shape(native["weight_hh_l0"])[-1]) if "weight_hh_l0" in native else super()._hidden_size(
+            native, h0, config, input_size)
+
+    def arrange(self, outputs, h_n, c_n, config: LayerConfig):
+        arranged = {"output": outputs.transpose(1, 0, 2) if config.option("batch_first") else outputs, "h_n": h_n}
+        if c_n is not None:
+            arranged["c_n"] = c_n
+        return arranged
+
+    def run_native(self, native: Native, xs, h0, c0, config: LayerConfig):
+        torch = self.torch
+        dtype = self.check_gated_layer_call(native, xs, h0, c0, config)
+        H = self._hidden_size(native, h0, config, xs.shape[2])
+        batch_first = bool(config.option("batch_first"))
+        module = (torch.nn.LSTM if self.cell_type == "lstm" else torch.nn.GRU)(
+            xs.shape[2], H, num_layers=config.num_layers, batch_first=batch_first,
+            bidirectional=config.bidirectional, dtype=getattr(torch, dtype.name))
+        load_parameters(torch, module, native)
+        inputs = torch.from_numpy(np.ascontiguousarray(xs.transpose(1, 0, 2) if batch_first else xs))
+        state = None
+        if h0 is not None:
+            state = (torch.from_numpy(h0), torch.from_numpy(c0)) if self.cell_type == "lstm" else torch.from_numpy(h0)
+        with torch.no_grad():
+            output, final = module(inputs, state)
+        if self.cell_type == "lstm":
+            return {"output": output.numpy(), "h_n": final[0].numpy(), "c_n": final[1].numpy()}
+        return {"output": output.numpy(), "h_n": final.numpy()}
+
+
+class TorchLSTM(TorchGatedRNN):
+    name = "torch-lstm-rnn"
+    cell = "torch.nn.LSTM"
+    cell_type = "lstm"
+
+
+class TorchGRU(TorchGatedRNN):
+    name = "torch-gru-rnn"
+    cell = "torch.nn.GRU"
+    cell_type = "gru"

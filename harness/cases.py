@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.gated_tolerance import gru_bound, lstm_bound
+from harness.gated_tolerance import gated_stack_bound, gru_bound, lstm_bound
 from harness.tolerance import error_bound, pair_bound, stack_error_bound
-from reference.gated import GatedParams, gru_sequence, lstm_sequence
+from reference.gated import GatedParams, gated_stack, gru_sequence, lstm_sequence
 from reference.params import RNNParams, random_inputs, random_state
 from reference.rnn import rnn_sequence
 from reference.stack import StackedRNNParams, rnn_stack
@@ -177,3 +177,50 @@ GATED_CASES = {
     "lstm": (GatedCase("lstm", 3, 4, 1, 1), GatedCase("lstm", 5, 4, 3, 50, seed=1), GatedCase("lstm", 7, 6, 2, 20, seed=2)),
     "gru": (GatedCase("gru", 3, 4, 1, 1), GatedCase("gru", 5, 4, 3, 50, seed=1), GatedCase("gru", 7, 6, 2, 20, seed=2)),
 }
+
+
+@dataclass(frozen=True)
+class GatedSequenceCase:
+    """A stacked / bidirectional LSTM or GRU case, structure from a LayerConfig."""
+
+    cell: str
+    config: object  # frameworks.base.LayerConfig
+    input_size: int = 5
+    hidden_size: int = 4
+    batch: int = 3
+    steps: int = 50
+    seed: int = 0
+
+    def describe(self, dtype: str) -> str:
+        return f"{self.cell} {self.config}, I={self.input_size} H={self.hidden_size} batch={self.batch} " \
+               f"T={self.steps} {dtype} seed={self.seed}"
+
+    def layers(self, dtype="float64"):
+        c = self.config
+        D = 2 if c.bidirectional else 1
+        return [[GatedParams.random(self.cell, self.input_size if k == 0 else D * self.hidden_size,
+                                    self.hidden_size, [self.seed, k, d], dtype) for d in range(D)]
+                for k in range(c.num_layers)]
+
+    def inputs(self, dtype="float64") -> np.ndarray:
+        return random_inputs(self.steps, self.batch, self.input_size, self.seed, dtype)
+
+    def states(self, dtype="float64"):
+        """(h0, c0), each (L*D, batch, H) or None when the config gives no initial state."""
+        if not self.config.initial_state:
+            return None, None
+        D = 2 if self.config.bidirectional else 1
+        rng = np.random.default_rng([self.seed, 5])
+        shape = (self.config.num_layers * D, self.batch, self.hidden_size)
+        h0, c0 = (rng.uniform(-0.5, 0.5, shape).astype(np.float32).astype(dtype) for _ in range(2))
+        return h0, (c0 if self.cell == "lstm" else None)
+
+    def reference(self, variant: str, reversed_inputs: bool = False):
+        xs = self.inputs()[::-1] if reversed_inputs else self.inputs()
+        return gated_stack(self.layers(), xs, *self.states(), variant)
+
+    def bound_vs_reference(self, dtype: str, variant: str, reversed_inputs: bool = False):
+        xs = self.inputs()[::-1] if reversed_inputs else self.inputs()
+        mine = gated_stack_bound(self.layers(), xs, *self.states(), dtype, variant)
+        ref = gated_stack_bound(self.layers(), xs, *self.states(), "float64", variant)
+        return tuple(None if a is None else pair_bound(a, b) for a, b in zip(mine, ref))

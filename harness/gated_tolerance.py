@@ -72,7 +72,7 @@ class Arithmetic:
         return self.add(self.exact(np.ones_like(a.value)), a, sign=-1.0)
 
 
-def lstm_bound(p: GatedParams, xs, h0, c0, dtype: str, forget_bias: float = 0.0):
+def lstm_bound(p: GatedParams, xs, h0, c0, dtype: str, forget_bias: float = 0.0, input_error=None):
     """Bounds on |computed h_t - exact h_t| and the same for c_t, each (T, batch, H).
 
     ``forget_bias``: a constant the cell adds to the f gate in its forward pass (TF1),
@@ -85,8 +85,9 @@ def lstm_bound(p: GatedParams, xs, h0, c0, dtype: str, forget_bias: float = 0.0)
     W_x, W_h = np.split(p.W_x, 4), np.split(p.W_h, 4)
     b_x, b_h = np.split(p.b_x, 4), np.split(p.b_h, 4)
     h_bounds, c_bounds = [], []
-    for x in np.asarray(xs, np.float64):
-        x = ar.exact(x.T)
+    xs = np.asarray(xs, np.float64)
+    for x, e_x in zip(xs, np.zeros_like(xs) if input_error is None else np.asarray(input_error)):
+        x = Approx(x.T, e_x.T)
         folded = [np.full_like(b_x[1], forget_bias), np.full_like(b_x[1], -forget_bias)] if forget_bias else []
         a = [ar.affine([(W_x[k], x), (W_h[k], h)], [b_x[k], b_h[k]] + (folded if k == 1 else [])) for k in range(4)]
         i, f, g, o = ar.act("sigmoid", a[0]), ar.act("sigmoid", a[1]), ar.act("tanh", a[2]), ar.act("sigmoid", a[3])
@@ -97,7 +98,7 @@ def lstm_bound(p: GatedParams, xs, h0, c0, dtype: str, forget_bias: float = 0.0)
     return np.stack(h_bounds), np.stack(c_bounds)
 
 
-def gru_bound(p: GatedParams, xs, h0, dtype: str, variant: str = "reset_after"):
+def gru_bound(p: GatedParams, xs, h0, dtype: str, variant: str = "reset_after", input_error=None):
     """Bound on |computed h_t - exact h_t|, (T, batch, H).
 
     The update is written (1 - z) n + z h (PyTorch's docs, Keras) or n + z (h - n)
@@ -109,8 +110,9 @@ def gru_bound(p: GatedParams, xs, h0, dtype: str, variant: str = "reset_after"):
     (W_xr, W_xz, W_xn), (W_hr, W_hz, W_hn) = np.split(p.W_x, 3), np.split(p.W_h, 3)
     (b_xr, b_xz, b_xn), (b_hr, b_hz, b_hn) = np.split(p.b_x, 3), np.split(p.b_h, 3)
     bounds = []
-    for x in np.asarray(xs, np.float64):
-        x = ar.exact(x.T)
+    xs = np.asarray(xs, np.float64)
+    for x, e_x in zip(xs, np.zeros_like(xs) if input_error is None else np.asarray(input_error)):
+        x = Approx(x.T, e_x.T)
         r = ar.act("sigmoid", ar.affine([(W_xr, x), (W_hr, h)], [b_xr, b_hr]))
         z = ar.act("sigmoid", ar.affine([(W_xz, x), (W_hz, h)], [b_xz, b_hz]))
         if variant == "reset_after":
@@ -126,3 +128,34 @@ def gru_bound(p: GatedParams, xs, h0, dtype: str, variant: str = "reset_after"):
         h = Approx(h_next.value, h_next.error + other_order)
         bounds.append(h.error.T)
     return np.stack(bounds)
+
+
+def gated_stack_bound(layers, xs, h0, c0, dtype: str, variant: str = "reset_after"):
+    """Bounds for ``reference.gated.gated_stack``: (outputs, h_n, c_n or None); each layer's
+    output bound enters the next layer as its input error."""
+    from reference.gated import gated_stack
+
+    xs = np.asarray(xs, np.float64)
+    D, lstm = len(layers[0]), layers[0][0].cell == "lstm"
+    batch, H = xs.shape[1], layers[0][0].hidden_size
+    h0 = np.zeros((len(layers) * D, batch, H)) if h0 is None else np.asarray(h0, np.float64)
+    c0 = np.zeros_like(h0) if c0 is None else np.asarray(c0, np.float64)
+    layer_input, input_error, h_n, c_n = xs, np.zeros_like(xs), [], []
+    for k, layer in enumerate(layers):
+        values, errors = [], []
+        for d, p in enumerate(layer):
+            order = slice(None) if d == 0 else slice(None, None, -1)
+            p64 = p.astype(np.float64)
+            if lstm:
+                e_h, e_c = lstm_bound(p64, layer_input[order], h0[k * D + d], c0[k * D + d], dtype,
+                                      input_error=input_error[order])
+                e_h, e_c = e_h[order], e_c[order]
+                c_n.append(e_c[-1] if d == 0 else e_c[0])
+            else:
+                e_h = gru_bound(p64, layer_input[order], h0[k * D + d], dtype, variant, input_error[order])[order]
+            values.append(gated_stack([[p64]], layer_input[order], h0[k * D + d][None],
+                                      c0[k * D + d][None] if lstm else None, variant)[0][order])
+            errors.append(e_h)
+            h_n.append(e_h[-1] if d == 0 else e_h[0])
+        layer_input, input_error = np.concatenate(values, axis=-1), np.concatenate(errors, axis=-1)
+    return input_error, np.stack(h_n), (np.stack(c_n) if lstm else None)

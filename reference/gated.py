@@ -181,3 +181,29 @@ def gru_sequence(p: GatedParams, xs, h0=None, variant: str = "reset_after"):
         h = gru_step(p, x.T, h, variant)
         hs.append(h.T)
     return np.stack(hs)
+
+
+def gated_stack(layers, xs, h0=None, c0=None, variant: str = "reset_after"):
+    """Stacked, optionally bidirectional LSTM or GRU, with ``reference.stack``'s conventions.
+
+    ``layers[k][d]`` are the GatedParams of layer k, direction d; ``h0``/``c0`` are
+    (L*D, batch, H) or None. Returns ``(outputs (T, batch, D*H), h_n, c_n)``, c_n None for a GRU.
+    """
+    xs = np.asarray(xs)
+    D, lstm = len(layers[0]), layers[0][0].cell == "lstm"
+    layer_input, h_n, c_n = xs, [], []
+    for k, layer in enumerate(layers):
+        outputs = []
+        for d, p in enumerate(layer):
+            order = slice(None) if d == 0 else slice(None, None, -1)  # backward: read reversed, report in order
+            h_init = None if h0 is None else h0[k * D + d]
+            if lstm:
+                hs, cs = lstm_sequence(p, layer_input[order], h_init, None if c0 is None else c0[k * D + d])
+                hs, cs = hs[order], cs[order]
+                c_n.append(cs[-1] if d == 0 else cs[0])
+            else:
+                hs = gru_sequence(p, layer_input[order], h_init, variant)[order]
+            outputs.append(hs)
+            h_n.append(hs[-1] if d == 0 else hs[0])
+        layer_input = np.concatenate(outputs, axis=-1)
+    return layer_input, np.stack(h_n), (np.stack(c_n) if lstm else None)
