@@ -36,6 +36,9 @@ ADAPTERS = {
     "torch-gru": "frameworks.pytorch:TorchGRUCell",
     "torch-lstm-rnn": "frameworks.pytorch:TorchLSTM",
     "torch-gru-rnn": "frameworks.pytorch:TorchGRU",
+    **{name: f"frameworks.keras3:GATED_LAYERS.{name}" for name in (
+        f"keras-{backend}-{cell}-rnn" for backend in ("tf", "jax", "torch")
+        for cell in ("lstm", "gru", "gru-reset-before"))},
     "tf1-basic-lstm": "frameworks.tf1:TF1BasicLSTMCell",
     "tf1-lstm": "frameworks.tf1:TF1LSTMCell",
     "tf1-gru": "frameworks.tf1:TF1GRUCell",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, GatedAdapter, LayerConfig, Native, NativeSpec, StackOfCells, distribution_version, import_framework,
+    Adapter, GatedAdapter, GatedLayerAdapter, LayerConfig, Native, NativeSpec, StackOfCells, distribution_version, import_framework,
     reorder_gates, scaled, swapped, swapped_gates, transposed,
 )
 from reference.params import RNNParams
@@ -319,10 +319,6 @@ class KerasGatedCell(KerasFamily, GatedAdapter):
     def describe(self) -> str:
         return self.cell + self._backend_text()
 
-    @property
-    def _order(self):
-        return (0, 1, 2, 3) if self.cell_type == "lstm" else KERAS_GRU_ORDER
-
     def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
         G = 4 if self.cell_type == "lstm" else 3
         I, H = input_size, hidden_size
@@ -332,23 +328,10 @@ class KerasGatedCell(KerasFamily, GatedAdapter):
                 "bias": (((2, G * H), f"(2, {G}*units)") if two_biases else ((G * H,), f"({G}*units,)"))}
 
     def to_native(self, params) -> Native:
-        order = self._order
-        native = {"kernel": reorder_gates(params.W_x, order).T, "recurrent_kernel": reorder_gates(params.W_h, order).T}
-        if self.cell_type == "gru" and self.gru_variant == "reset_after":
-            native["bias"] = np.stack([reorder_gates(params.b_x, order), reorder_gates(params.b_h, order)])
-        else:
-            native["bias"] = reorder_gates(params.b_x + params.b_h, order)
-        return native
+        return gated_to_native(params, self.gru_variant)
 
     def from_native(self, native: Native):
-        from reference.gated import GatedParams
-
-        back = np.argsort(self._order)
-        bias = np.asarray(native["bias"])
-        b_x, b_h = (bias[0], bias[1]) if bias.ndim == 2 else (bias, np.zeros_like(bias))
-        return GatedParams(self.cell_type, reorder_gates(np.asarray(native["kernel"]).T, back),
-                           reorder_gates(np.asarray(native["recurrent_kernel"]).T, back),
-                           reorder_gates(b_x, back), reorder_gates(b_h, back))
+        return gated_from_native(native, self.cell_type)
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         cell = self._make(hidden_size, "float32")
@@ -417,4 +400,158 @@ GATED_CELLS = {
     for cls in (_gated("lstm", "LSTMCell", "lstm", "reset_after", module, backend),
                 _gated("gru", "GRUCell", "gru", "reset_after", module, backend),
                 _gated("gru", "GRUCell", "gru", "reset_before", module, backend))
+}
+
+
+def gated_to_native(params, variant: str, prefix: str = "") -> Native:
+    """The Keras gated layout above, for one cell, weight names prefixed."""
+    order = (0, 1, 2, 3) if params.cell == "lstm" else KERAS_GRU_ORDER
+    native = {f"{prefix}kernel": reorder_gates(params.W_x, order).T,
+              f"{prefix}recurrent_kernel": reorder_gates(params.W_h, order).T}
+    if params.cell == "gru" and variant == "reset_after":
+        native[f"{prefix}bias"] = np.stack([reorder_gates(params.b_x, order), reorder_gates(params.b_h, order)])
+    else:
+        native[f"{prefix}bias"] = reorder_gates(params.b_x + params.b_h, order)
+    return native
+
+
+def gated_from_native(native: Native, cell_type: str, prefix: str = ""):
+    from reference.gated import GatedParams
+
+    back = np.argsort((0, 1, 2, 3) if cell_type == "lstm" else KERAS_GRU_ORDER)
+    bias = np.asarray(native[f"{prefix}bias"])
+    b_x, b_h = (bias[0], bias[1]) if bias.ndim == 2 else (bias, np.zeros_like(bias))
+    return GatedParams(cell_type, reorder_gates(np.asarray(native[f"{prefix}kernel"]).T, back),
+                       reorder_gates(np.asarray(native[f"{prefix}recurrent_kernel"]).T, back),
+                       reorder_gates(b_x, back), reorder_gates(b_h, back))
+
+
+class KerasGatedRNN(KerasFamily, GatedLayerAdapter):
+    """Keras ``LSTM`` / ``GRU`` layers, ``Bidirectional(merge_mode="concat")`` and stacked, as
+    ``KerasSimpleRNN`` does for the vanilla cell."""
+
+    configs = (
+        LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("go_backwards", True))),
+        LayerConfig(1, True, options=(("return_sequences", True), ("return_state", True))),
+        LayerConfig(2, False, initial_state=False, options=(("return_sequences", False),)),
+    )
+    mutation_config = LayerConfig(2, True, options=(("return_sequences", True), ("return_state", True)))
+    mutations = {
+        "forward and backward swapped in layer 0": lambda n: _swap_prefix(n, "layer0.forward.", "layer0.backward."),
+        "layers 0 and 1 swapped (recurrent kernels)": lambda n: {
+            **n, "layer0.forward.recurrent_kernel": n["layer1.forward.recurrent_kernel"],
+            "layer1.forward.recurrent_kernel": n["layer0.forward.recurrent_kernel"]},
+        "layer1.backward.bias dropped": scaled("layer1.backward.bias", 0.0),
+    }
+
+    def __init__(self):
+        self._import_keras()
+
+    def describe(self) -> str:
+        return self.cell + self._backend_text()
+
+    def reads_reversed(self, config: LayerConfig) -> bool:
+        return bool(config.option("go_backwards"))
+
+    def tag(self, layer: int, direction: int) -> str:
+        return layer_prefix(layer, direction)
+
+    def cell_spec(self, input_size, hidden_size, tag):
+        G, I, H = (4 if self.cell_type == "lstm" else 3), input_size, hidden_size
+        two = self.cell_type == "gru" and self.gru_variant == "reset_after"
+        return {f"{tag}kernel": ((I, G * H), f"(input_dim, {G}*units)"),
+                f"{tag}recurrent_kernel": ((H, G * H), f"(units, {G}*units)"),
+                f"{tag}bias": ((2, G * H), f"(2, {G}*units)") if two else ((G * H,), f"({G}*units,)")}
+
+    def cell_to_native(self, params, tag):
+        return gated_to_native(params, self.gru_variant, tag)
+
+    def cell_from_native(self, native, tag):
+        return gated_from_native(native, self.cell_type, tag)
+
+    def recurrent_kernel_name(self, config: LayerConfig) -> str:
+        return "layer0.forward.recurrent_kernel"
+
+    def _hidden_size(self, native, h0, config, input_size):
+        return int(np.shape(native["layer0.forward.recurrent_kernel"])[0])
+
+    def _states(self, k, D):
+        names = ("h", "c") if self.cell_type == "lstm" else ("h",)
+        return [f"state {layer_prefix(k, d)[:-1]} {s}" for d in range(D) for s in names]
+
+    def arrange(self, outputs, h_n, c_n, config: LayerConfig):
+        D = 2 if config.bidirectional else 1
+        top = config.num_layers - 1
+        if config.option("return_sequences"):
+            arranged = {"output": outputs.transpose(1, 0, 2)}
+        else:
+            arranged = {"output": np.concatenate([h_n[top * D + d] for d in range(D)], axis=-1)}
+        if config.option("return_state"):
+            for k in range(config.num_layers):
+                for d in range(D):
+                    arranged[f"state {layer_prefix(k, d)[:-1]} h"] = h_n[k * D + d]
+                    if c_n is not None:
+                        arranged[f"state {layer_prefix(k, d)[:-1]} c"] = c_n[k * D + d]
+        return arranged
+
+    def run_native(self, native: Native, xs, h0, c0, config: LayerConfig):
+        dtype = self.check_gated_layer_call(native, xs, h0, c0, config)
+        H = self._hidden_size(native, h0, config, xs.shape[2])
+        layers, D, lstm = self.keras.layers, (2 if config.bidirectional else 1), self.cell_type == "lstm"
+        x = self._tensor(np.ascontiguousarray(xs.transpose(1, 0, 2)))
+        result = {}
+        for k in range(config.num_layers):
+            top = k == config.num_layers - 1
+            options = dict(return_sequences=True if not top else bool(config.option("return_sequences")),
+                           return_state=bool(config.option("return_state")),
+                           go_backwards=bool(config.option("go_backwards")), dtype=dtype.name)
+            rnn = layers.LSTM(H, **options) if lstm else layers.GRU(
+                H, reset_after=self.gru_variant == "reset_after", **options)
+            if config.bidirectional:
+                rnn = layers.Bidirectional(rnn, merge_mode="concat", dtype=dtype.name)
+            initial = None
+            if h0 is not None:
+                initial = [self._tensor(s[k * D + d]) for d in range(D) for s in ((h0, c0) if lstm else (h0,))]
+            rnn.build(tuple(x.shape))
+            cells = [rnn.forward_layer.cell, rnn.backward_layer.cell] if config.bidirectional else [rnn.cell]
+            for d, cell in enumerate(cells):
+                for name in ("kernel", "recurrent_kernel", "bias"):
+                    getattr(cell, name).assign(native[layer_prefix(k, d) + name])
+            out = rnn(x, initial_state=initial)
+            if config.option("return_state"):
+                x = out[0]
+                result.update({name: self._numpy(s) for name, s in zip(self._states(k, D), out[1:])})
+            else:
+                x = out
+        result["output"] = self._numpy(x)
+        return result
+
+
+def _gated_layer(cell_type: str, variant: str, backend: str):
+    label = {"tensorflow": "tf"}.get(backend, backend)
+    suffix = "-reset-before" if variant == "reset_before" else ""
+    layer = "LSTM" if cell_type == "lstm" else "GRU"
+    attributes = {
+        "name": f"keras-{label}-{cell_type}{suffix}-rnn",
+        "cell": f"keras.layers.{layer}" + ("(reset_after=False)" if variant == "reset_before" else ""),
+        "cell_type": cell_type, "gru_variant": variant, "backend": backend,
+        "distributions": ("keras", backend), "requires": ("keras", backend),
+        "process_env": {"KERAS_BACKEND": backend}, "__module__": __name__,
+    }
+    if backend == "jax":
+        attributes["known_issues"] = {("default", "float64"): JAX_TANH_FLOAT64[("tanh", "float64")]}
+        attributes["known_issue_raises"] = (AssertionError, TypeError)
+    if backend == "torch" and variant == "reset_before":
+        # LSTM and GRU(reset_after=True) layers on torch hand the whole sequence to torch's own
+        # nn.LSTM / nn.GRU kernels (keras/src/backend/torch/rnn.py) and compute float64 right;
+        # reset_after=False has no torch kernel and falls back to keras.ops, matmul included.
+        attributes["known_issues"] = {("default", "float64"): TORCH_MATMUL_FLOAT64[("tanh", "float64")]}
+    return type(f"KerasGatedRNN_{label}_{cell_type}{suffix}".replace("-", "_"), (KerasGatedRNN,), attributes)
+
+
+GATED_LAYERS = {
+    cls.name: cls
+    for backend in ("tensorflow", "jax", "torch")
+    for cls in (_gated_layer("lstm", "reset_after", backend), _gated_layer("gru", "reset_after", backend),
+                _gated_layer("gru", "reset_before", backend))
 }
