@@ -98,8 +98,6 @@ def pytest_generate_tests(metafunc):
     """
     names = metafunc.config.stash[SELECTION].names
     only = metafunc.definition.get_closest_marker("only_adapters")
-    if only is not None:
-        names = [name for name in names if only.args[0](adapter_class(name))]
     fixtures = metafunc.fixturenames
     for fixture, kind in (("framework", "cell"), ("layer_framework", "layer"), ("gated_framework", "gated"),
                           ("gated_layer_framework", "gated-layer")):
@@ -109,7 +107,7 @@ def pytest_generate_tests(metafunc):
         combos = []
         for name in names:
             cls = adapter_class(name)
-            if cls.kind != kind:
+            if cls.kind != kind or (only is not None and not only.args[0](cls)):
                 continue
             axes = {fixture: [name], "g": cls.activations, "dtype": cls.dtypes,
                     "config": getattr(cls, "configs", ()), "mutation": list(cls.mutations)}

@@ -28,7 +28,7 @@ class Adapter:
     name: str  # the selection key, e.g. "torch"
     cell: str  # the framework's own class, e.g. "torch.nn.RNNCell"
     distributions: tuple[str, ...]  # pip distributions whose versions identify what was run
-    bias_names: tuple[str, ...]  # native names of the bias tensors, absent in a bias-free cell
+    bias_names: tuple[str, ...] = ()  # native names of the bias tensors, absent in a bias-free cell
     requires: tuple[str, ...] = ()  # top-level modules the adapter imports
     # Environment the framework must be imported under (Keras's backend); where this
     # process differs, frameworks.load runs the framework in a child process.
