@@ -7,6 +7,9 @@ the summary's "proved non-equivalences" table.
 """
 
 import pytest
+from packaging.version import Version
+
+from frameworks.base import distribution_version
 
 from harness.cases import GATED_CASES
 from harness.compare import compare
@@ -74,11 +77,16 @@ def test_flax_nnx_gru_cannot_hold_b_hn(request, record):
 
 
 @pytest.mark.only_adapters(lambda cls: cls.name.startswith("torch-onnx-") and cls.name.endswith("-gru"))
-def test_exported_gru_carries_linear_before_reset_1(gated):
+def test_exported_gru_carries_linear_before_reset_1(gated, request):
     """PyTorch's GRU is reset-after: an exported GRU operator with linear_before_reset=0 would be
     the other function (pytorch/pytorch#189225, microsoft/onnxscript#2852). The dynamo exporter
     may decompose the GRU instead of emitting the operator; then there is nothing to carry the
     flag, and the equivalence tests of the decomposed graph stand on their own."""
+    if gated.dynamo and Version(distribution_version("onnxscript")) <= Version("0.6.2"):
+        # Reported with onnxscript 0.6.2 (torch 2.10); 0.7.2 is right. Between, unknown: the test runs.
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "onnxscript's aten_gru omits linear_before_reset=1: https://github.com/microsoft/onnxscript/issues/2852, "
+            "https://github.com/pytorch/pytorch/issues/189225")))
     case = GATED_CASES["gru"][1]
     gated.run(case.params("float32"), case.inputs("float32"), case.h0("float32"))
     assert all(flag == 1 for flag in gated.gru_operators()), gated.gru_operators()
