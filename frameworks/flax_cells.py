@@ -285,6 +285,14 @@ class FlaxGatedCell(FlaxBase, GatedAdapter):
     def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
         return self._spec(input_size, hidden_size)
 
+    def _linen_stepper(self, cell, native: Native):
+        """One step of a linen cell with the native weights ("module.weight" names) as its params."""
+        params = {"params": {}}
+        for name, value in native.items():
+            module, weight = name.split(".")
+            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
+        return lambda carry, x: cell.apply(params, carry, x)[0]
+
     def run_native(self, native: Native, xs, h0, c0):
         jax, jnp = self.jax, self.jnp
         dtype = self.check_gated_call(native, xs, h0, c0)
@@ -390,12 +398,7 @@ class FlaxLinenLSTMCell(FlaxLSTMCell):
         return {f"{m}.{w}": (tuple(v.shape), "") for m, ws in variables["params"].items() for w, v in ws.items()}
 
     def _stepper(self, native, I, H, dtype):
-        cell = self.linen.LSTMCell(features=H, dtype=dtype, param_dtype=dtype)
-        params = {"params": {}}
-        for name, value in native.items():
-            module, weight = name.split(".")
-            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
-        return lambda carry, x: cell.apply(params, carry, x)[0]
+        return self._linen_stepper(self.linen.LSTMCell(features=H, dtype=dtype, param_dtype=dtype), native)
 
 
 class FlaxLinenGRUCell(FlaxGatedCell):
@@ -439,12 +442,7 @@ class FlaxLinenGRUCell(FlaxGatedCell):
                            np.concatenate([zero, zero, native["hn.bias"]]))
 
     def _stepper(self, native, I, H, dtype):
-        cell = self.linen.GRUCell(features=H, dtype=dtype, param_dtype=dtype)
-        params = {"params": {}}
-        for name, value in native.items():
-            module, weight = name.split(".")
-            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
-        return lambda carry, x: cell.apply(params, carry, x)[0]
+        return self._linen_stepper(self.linen.GRUCell(features=H, dtype=dtype, param_dtype=dtype), native)
 
 
 class FlaxNNXGRUCell(FlaxGatedCell):
