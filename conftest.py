@@ -91,7 +91,8 @@ def pytest_report_header(config):
 def pytest_generate_tests(metafunc):
     """Give each framework x activation x dtype its own test id, only for what the framework supports.
 
-    ``framework`` (cell adapters) and ``layer_framework`` (sequence layers) may come
+    ``framework`` (cells), ``layer_framework`` (sequence layers), ``gated_framework``
+    (LSTM and GRU cells) and ``gated_layer_framework`` (their layers) may come
     with ``g`` (activation), ``dtype``, ``config`` (a layer's configurations) and
     ``mutation`` (a deliberately wrong mapping the adapter declares);
     ``framework_pair`` pairs each selected cell adapter with an anchor.
