@@ -32,6 +32,10 @@ def pytest_addoption(parser):
         help=f"comma-separated frameworks to test (default: ${selection_mod.ENV_VAR}, else all). "
              "A framework named here that fails to import is an error, not a skip.",
     )
+    parser.addoption(
+        "--equivalence-report", default=None, metavar="DIR",
+        help="write the run's equivalence report to DIR/equivalence.json and DIR/EQUIVALENCE.md",
+    )
 
 
 def pytest_configure(config):
@@ -50,7 +54,9 @@ def pytest_configure(config):
         "in this scope as strict xfails",
     )
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
-        config.pluginmanager.register(Summary(), "rnn-equivalence-summary")
+        config.pluginmanager.register(
+            Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names),
+            "rnn-equivalence-summary")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
 

@@ -66,7 +66,8 @@ class Row:
 class Summary:
     """A pytest plugin, registered on the controller only: gathers records, prints the table."""
 
-    def __init__(self):
+    def __init__(self, report_dir=None, names=()):
+        self.report_dir, self.names = report_dir, tuple(names)
         self.systems: dict[tuple[str, str], Row] = {}
         self.pairs: dict[tuple[str, str], Row] = {}
         self.non_equivalences: list[dict] = []
@@ -98,6 +99,11 @@ class Summary:
         if self.systems or self.pairs or self.non_equivalences:
             terminalreporter.section("equivalence summary")
             self.render(terminalreporter.write_line)
+        if self.report_dir:
+            from harness.report import write
+
+            where = write(self, self.names, self.report_dir)
+            terminalreporter.write_line(f"equivalence report: {where / 'EQUIVALENCE.md'}, {where / 'equivalence.json'}")
 
     def render(self, write_line) -> None:
         if not self.systems and not self.pairs and not self.non_equivalences:

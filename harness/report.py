@@ -1,0 +1,109 @@
+"""The equivalence report of a run, as JSON (schema: docs/equivalence-report.schema.json) and Markdown.
+
+Written by ``pytest --equivalence-report=DIR`` from the same records as the
+summary table, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+
+from frameworks import adapter_class
+from frameworks.base import distribution_version
+
+SCHEMA_VERSION = 1
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(names) -> dict:
+    versions = {"numpy": distribution_version("numpy")}
+    for name in names:
+        for dist in adapter_class(name).distributions:
+            versions[dist] = distribution_version(dist)
+    return {"python": platform.python_version(), "os": platform.platform(), "cpu": cpu_name(),
+            "cores": os.cpu_count(), "keras_backend": os.environ.get("KERAS_BACKEND", ""), "versions": versions}
+
+
+def anchor(*parts: str) -> str:
+    return "-".join(p.replace(" ", "-").replace("/", "-").lower() for p in parts)
+
+
+def build(summary, names) -> dict:
+    systems = [{
+        "anchor": anchor(row.system, row.dtype), "system": row.system, "dtype": row.dtype, "cell": row.cell,
+        "versions": row.versions, "cases": row.cases, "max_error": row.max_error, "worst_ratio": row.worst_ratio,
+        "bitwise_integer_case": None if not row.exact else all(row.exact),
+        "mutations_caught": row.mutations_caught, "mutations": row.mutations,
+        "known_issues": sorted(row.known_issues), "verdict": row.verdict,
+    } for _, row in sorted(summary.systems.items())]
+    pairs = [{"anchor": anchor(row.system, row.dtype), "pair": row.system, "dtype": row.dtype, "cases": row.cases,
+              "max_difference": row.max_error, "worst_ratio": row.worst_ratio, "verdict": row.verdict}
+             for _, row in sorted(summary.pairs.items())]
+    non_equivalences = [{"anchor": anchor("not", r["system"], r["other"]), "system": r["system"],
+                         "against": r["other"], "max_difference": r["max_error"], "ratio": r["ratio"],
+                         "reason": r["reason"]}
+                        for r in sorted(summary.non_equivalences, key=lambda r: (r["system"], r["other"]))]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "pytest " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "environment": environment(names),
+        "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
+    }
+
+
+def markdown(report: dict) -> str:
+    env = report["environment"]
+    lines = [
+        "# Equivalence report", "",
+        f"Date: {report['date']}  ",
+        f"Reproduce: `{report['command']}`  ",
+        f"Python {env['python']} on {env['os']}, {env['cpu']} ({env['cores']} cores), "
+        f"KERAS_BACKEND={env['keras_backend']}", "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()), "",
+        "Each case compares hidden states with a float64 NumPy reference; `err/bound` is the largest "
+        "error as a fraction of the rounding-error bound of harness/tolerance.py (equivalent when <= 1).", "",
+        "| system | dtype | cell | versions | cases | max err | err/bound | bitwise (int case) | wrong mappings caught | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in report["systems"]:
+        bitwise = "-" if s["bitwise_integer_case"] is None else ("yes" if s["bitwise_integer_case"] else "NO")
+        caught = f"{s['mutations_caught']}/{s['mutations']}" if s["mutations"] else "-"
+        lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['cell']} | {s['versions']} "
+                     f"| {s['cases']} | {s['max_error']:.2e} | {s['worst_ratio']:.3f} | {bitwise} | {caught} "
+                     f"| {s['verdict']} |")
+    if report["non_equivalences"]:
+        lines += ["", "## Proved non-equivalences", "", "| system | against | max difference | difference/bound | why |",
+                  "|---|---|---|---|---|"]
+        for n in report["non_equivalences"]:
+            lines.append(f"| <a id=\"{n['anchor']}\"></a>{n['system']} | {n['against']} | {n['max_difference']:.2e} "
+                         f"| {n['ratio']:.3g} | {n['reason']} |")
+    known = [(s["system"], s["dtype"], k) for s in report["systems"] for k in s["known_issues"]]
+    if known:
+        lines += ["", "## Known upstream issues (strict expected failures)", ""]
+        lines += [f"- {system} {dtype}: {reason}" for system, dtype, reason in known]
+    return "\n".join(lines) + "\n"
+
+
+def write(summary, names, directory) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    report = build(summary, names)
+    (directory / "equivalence.json").write_text(json.dumps(report, indent=2) + "\n")
+    (directory / "EQUIVALENCE.md").write_text(markdown(report))
+    return directory
