@@ -227,8 +227,10 @@ class LayerAdapter(Adapter):
         """True where the layer reads x_T..x_1 and reports in that order (Keras ``go_backwards``)."""
         return False
 
+    hidden_axis = -1  # the axis of recurrent_kernel_name's weight that is the hidden size
+
     def recurrent_kernel_name(self, config: LayerConfig) -> str:
-        """A native weight whose last dimension is the hidden size."""
+        """A native weight whose ``hidden_axis`` is the hidden size."""
         raise NotImplementedError
 
     def _hidden_size(self, native: Native, h0, config: LayerConfig, input_size: int) -> int:
@@ -239,7 +241,7 @@ class LayerAdapter(Adapter):
             expected = sorted(self.native_spec(config, input_size, 1))
             got = sorted(native) if isinstance(native, dict) else type(native).__name__
             raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing {name!r})")
-        return int(np.shape(native[name])[-1])
+        return int(np.shape(native[name])[self.hidden_axis])
 
     def arrange(self, outputs: np.ndarray, h_n: np.ndarray, config: LayerConfig) -> dict[str, np.ndarray]:
         """Canonical (outputs (T, batch, D*H), h_n (L*D, batch, H)) in this layer's own shapes."""
@@ -274,6 +276,7 @@ class StackOfCells(LayerAdapter):
 
     Subclasses give the cell's mapping as ``cell_to_native(params, tag)``,
     ``cell_from_native(native, tag)`` and ``cell_spec(input_size, hidden_size, has_bias, tag)``.
+    ``stack`` may be ``StackedRNNParams`` or a plain list of layers of cells (gated layers).
     """
 
     def tag(self, layer: int, direction: int) -> str:
@@ -290,16 +293,21 @@ class StackOfCells(LayerAdapter):
 
     def to_native(self, stack, config: LayerConfig) -> Native:
         native = {}
-        for k, d, params in stack.cells():
-            native.update(self.cell_to_native(params, self.tag(k, d)))
+        for k, layer in enumerate(getattr(stack, "layers", stack)):
+            for d, params in enumerate(layer):
+                native.update(self.cell_to_native(params, self.tag(k, d)))
         return native
 
     def from_native(self, native: Native, config: LayerConfig):
+        D = 2 if config.bidirectional else 1
+        return self.stack([[self.cell_from_native(native, self.tag(k, d)) for d in range(D)]
+                           for k in range(config.num_layers)])
+
+    def stack(self, cells):
+        """The parameter object for ``cells[k][d]``."""
         from reference.stack import StackedRNNParams
 
-        D = 2 if config.bidirectional else 1
-        return StackedRNNParams([[self.cell_from_native(native, self.tag(k, d)) for d in range(D)]
-                                 for k in range(config.num_layers)])
+        return StackedRNNParams(cells)
 
 
 # --- gated cells -----------------------------------------------------------------
@@ -368,7 +376,7 @@ def swapped_gates(name: str, a: int, b: int, gates: int, axis: int = -1):
     return mutate
 
 
-class GatedLayerAdapter(LayerAdapter):
+class GatedLayerAdapter(StackOfCells):
     """A sequence layer of LSTM or GRU cells, stacked and bidirectional as ``LayerConfig`` says.
 
     Parameters are ``layers[k][d]`` of ``GatedParams`` (see ``reference.gated.gated_stack``);
@@ -381,27 +389,8 @@ class GatedLayerAdapter(LayerAdapter):
     gru_variant: str = "reset_after"
     activations = ("default",)
 
-    def tag(self, layer: int, direction: int) -> str:
-        raise NotImplementedError
-
-    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
-        D = 2 if config.bidirectional else 1
-        spec = {}
-        for k in range(config.num_layers):
-            for d in range(D):
-                spec.update(self.cell_spec(input_size if k == 0 else D * hidden_size, hidden_size, self.tag(k, d)))
-        return spec
-
-    def to_native(self, layers, config: LayerConfig) -> Native:
-        native = {}
-        for k, layer in enumerate(layers):
-            for d, params in enumerate(layer):
-                native.update(self.cell_to_native(params, self.tag(k, d)))
-        return native
-
-    def from_native(self, native: Native, config: LayerConfig):
-        D = 2 if config.bidirectional else 1
-        return [[self.cell_from_native(native, self.tag(k, d)) for d in range(D)] for k in range(config.num_layers)]
+    def stack(self, cells):
+        return cells  # a list of layers of GatedParams: gated cells always have both biases
 
     def run(self, layers, xs, h0, c0, config: LayerConfig):
         return self.run_native(self.to_native(layers, config), np.asarray(xs), h0, c0, config)

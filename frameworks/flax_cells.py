@@ -285,6 +285,17 @@ class FlaxGatedCell(FlaxBase, GatedAdapter):
     def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
         return self._spec(input_size, hidden_size)
 
+    def _nnx_stepper(self, cell_class, native: Native, I, H, dtype):
+        """One step of an nnx cell holding the native weights ("module.weight" names)."""
+        nnx, zeros = self.nnx, self.nnx.initializers.zeros  # overwritten at once; skips the init compile
+        cell = cell_class(I, H, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0),
+                          kernel_init=zeros, recurrent_kernel_init=zeros)
+        for name, value in native.items():
+            module, weight = name.split(".")
+            getattr(getattr(cell, module), weight)[...] = self.jnp.asarray(value)
+        graph, state = nnx.split(cell)
+        return lambda carry, x: nnx.merge(graph, state)(carry, x)[0]
+
     def _linen_stepper(self, cell, native: Native):
         """One step of a linen cell with the native weights ("module.weight" names) as its params."""
         params = {"params": {}}
@@ -375,15 +386,7 @@ class FlaxNNXLSTMCell(FlaxLSTMCell):
                 for w in ("kernel", "bias") if getattr(getattr(cell, m), w, None) is not None}
 
     def _stepper(self, native, I, H, dtype):
-        nnx, jnp = self.nnx, self.jnp
-        zeros = nnx.initializers.zeros
-        cell = nnx.LSTMCell(I, H, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0),
-                            kernel_init=zeros, recurrent_kernel_init=zeros)
-        for name, value in native.items():
-            module, weight = name.split(".")
-            getattr(getattr(cell, module), weight)[...] = jnp.asarray(value)
-        graph, state = nnx.split(cell)
-        return lambda carry, x: nnx.merge(graph, state)(carry, x)[0]
+        return self._nnx_stepper(self.nnx.LSTMCell, native, I, H, dtype)
 
 
 class FlaxLinenLSTMCell(FlaxLSTMCell):
@@ -487,12 +490,4 @@ class FlaxNNXGRUCell(FlaxGatedCell):
                            b, np.zeros_like(b))
 
     def _stepper(self, native, I, H, dtype):
-        nnx, jnp = self.nnx, self.jnp
-        zeros = nnx.initializers.zeros
-        cell = nnx.GRUCell(I, H, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0),
-                           kernel_init=zeros, recurrent_kernel_init=zeros)
-        for name, value in native.items():
-            module, weight = name.split(".")
-            getattr(getattr(cell, module), weight)[...] = jnp.asarray(value)
-        graph, state = nnx.split(cell)
-        return lambda carry, x: nnx.merge(graph, state)(carry, x)[0]
+        return self._nnx_stepper(self.nnx.GRUCell, native, I, H, dtype)

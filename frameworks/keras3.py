@@ -68,6 +68,16 @@ class KerasFamily:
     module = "keras"
     backend: str | None = None  # Keras 3 only
 
+    def __init__(self):
+        self._import_keras()
+
+    def describe(self) -> str:
+        return self.cell + self._backend_text()
+
+    def reads_reversed(self, config: LayerConfig) -> bool:
+        """For the layers: ``go_backwards`` reads x_T..x_1 and reports in that order."""
+        return bool(config.option("go_backwards"))
+
     def _import_keras(self):
         if self.backend == "jax":
             # float64 in JAX needs x64 switched on before any array exists.
@@ -108,11 +118,6 @@ class KerasSimpleRNNCell(KerasFamily, Adapter):
         "bias doubled": scaled("bias", 2.0),
     }
 
-    def __init__(self):
-        self._import_keras()
-
-    def describe(self) -> str:
-        return self.cell + self._backend_text()
 
     def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
         return cell_spec(input_size, hidden_size, has_bias)
@@ -165,14 +170,6 @@ class KerasSimpleRNN(KerasFamily, StackOfCells):
         "layer2.backward.bias dropped": scaled("layer2.backward.bias", 0.0),
     }
 
-    def __init__(self):
-        self._import_keras()
-
-    def describe(self) -> str:
-        return self.cell + self._backend_text()
-
-    def reads_reversed(self, config: LayerConfig) -> bool:
-        return bool(config.option("go_backwards"))
 
     def recurrent_kernel_name(self, config: LayerConfig) -> str:
         return "layer0.forward.recurrent_kernel"
@@ -313,11 +310,6 @@ KERAS_GRU_ORDER = (1, 0, 2)  # Keras's z, r, h as canonical indices (r=0, z=1, n
 class KerasGatedCell(KerasFamily, GatedAdapter):
     bias_names = ("bias",)
 
-    def __init__(self):
-        self._import_keras()
-
-    def describe(self) -> str:
-        return self.cell + self._backend_text()
 
     def native_spec(self, input_size: int, hidden_size: int) -> NativeSpec:
         G = 4 if self.cell_type == "lstm" else 3
@@ -444,19 +436,11 @@ class KerasGatedRNN(KerasFamily, GatedLayerAdapter):
             "layer1.forward.recurrent_kernel": n["layer0.forward.recurrent_kernel"]},
     }
 
-    def __init__(self):
-        self._import_keras()
-
-    def describe(self) -> str:
-        return self.cell + self._backend_text()
-
-    def reads_reversed(self, config: LayerConfig) -> bool:
-        return bool(config.option("go_backwards"))
 
     def tag(self, layer: int, direction: int) -> str:
         return layer_prefix(layer, direction)
 
-    def cell_spec(self, input_size, hidden_size, tag):
+    def cell_spec(self, input_size, hidden_size, has_bias, tag):
         G, I, H = (4 if self.cell_type == "lstm" else 3), input_size, hidden_size
         two = self.cell_type == "gru" and self.gru_variant == "reset_after"
         return {f"{tag}kernel": ((I, G * H), f"(input_dim, {G}*units)"),
@@ -472,8 +456,7 @@ class KerasGatedRNN(KerasFamily, GatedLayerAdapter):
     def recurrent_kernel_name(self, config: LayerConfig) -> str:
         return "layer0.forward.recurrent_kernel"
 
-    def _hidden_size(self, native, h0, config, input_size):
-        return int(np.shape(native["layer0.forward.recurrent_kernel"])[0])
+    hidden_axis = 0  # recurrent_kernel is (units, G*units)
 
     def _states(self, k, D):
         names = ("h", "c") if self.cell_type == "lstm" else ("h",)

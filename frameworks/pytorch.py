@@ -303,7 +303,7 @@ class TorchGatedRNN(GatedLayerAdapter):
     def tag(self, layer: int, direction: int) -> str:
         return layer_suffix(layer, direction)
 
-    def cell_spec(self, input_size, hidden_size, tag):
+    def cell_spec(self, input_size, hidden_size, has_bias, tag):
         return gated_cell_spec(4 if self.cell_type == "lstm" else 3, input_size, hidden_size, tag)
 
     def cell_to_native(self, params, tag):
@@ -314,10 +314,6 @@ class TorchGatedRNN(GatedLayerAdapter):
 
     def recurrent_kernel_name(self, config: LayerConfig) -> str:
         return "weight_hh_l0"
-
-    def _hidden_size(self, native, h0, config, input_size):
-        return int(np.shape(native["weight_hh_l0"])[-1]) if "weight_hh_l0" in native else super()._hidden_size(
-            native, h0, config, input_size)
 
     def arrange(self, outputs, h_n, c_n, config: LayerConfig):
         arranged = {"output": outputs.transpose(1, 0, 2) if config.option("batch_first") else outputs, "h_n": h_n}
