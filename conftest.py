@@ -157,6 +157,10 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if item not in empty]
 
 
+# The fixtures that carry an adapter name, one per adapter kind.
+FRAMEWORK_FIXTURES = ("framework", "layer_framework", "gated_framework", "gated_layer_framework")
+
+
 _LOADED = {}
 
 
@@ -204,6 +208,22 @@ def adapters(request, framework_pair):
     return tuple(load_adapter(request.config, name) for name in framework_pair)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test is a record too, so the report cannot call a system equivalent when its tests failed."""
+    report = yield
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if report.failed and (any(k in params for k in FRAMEWORK_FIXTURES) or "framework_pair" in params):
+        system = (" vs ".join(params["framework_pair"]) if "framework_pair" in params
+                  else next(params[k] for k in FRAMEWORK_FIXTURES if k in params))
+        message = (report.longreprtext.strip().splitlines() or [""])[-1]
+        report.user_properties.append((PROPERTY, {
+            "kind": "failure", "system": system, "pair": "framework_pair" in params,
+            "dtype": params.get("dtype", "float32"), "test": item.nodeid,
+            "message": message[:300]}))
+    return report
+
+
 @pytest.fixture
 def record(request):
     """Attach a result to this test's report, for the summary table (carried across xdist)."""
@@ -214,8 +234,7 @@ def record(request):
         params = request.node.callspec.params
         request.node.user_properties.append((PROPERTY, {
             "kind": "known",
-            "system": next(params[k] for k in ("framework", "layer_framework", "gated_framework",
-                                                 "gated_layer_framework") if k in params),
+            "system": next(params[k] for k in FRAMEWORK_FIXTURES if k in params),
             "dtype": params["dtype"], "known_issue": known.kwargs["reason"]}))
 
     def record(kind, adapter, **fields):

@@ -17,7 +17,7 @@ from pathlib import Path
 from frameworks import adapter_class
 from frameworks.base import distribution_version
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: outcomes, failed_tests
 
 
 def cpu_name() -> str:
@@ -49,10 +49,11 @@ def build(summary, names) -> dict:
         "versions": row.versions, "cases": row.cases, "max_error": row.max_error, "worst_ratio": row.worst_ratio,
         "bitwise_integer_case": None if not row.exact else all(row.exact),
         "mutations_caught": row.mutations_caught, "mutations": row.mutations,
-        "known_issues": sorted(row.known_issues), "verdict": row.verdict,
+        "known_issues": sorted(row.known_issues), "failed_tests": _failed(row), "verdict": row.verdict,
     } for _, row in sorted(summary.systems.items())]
     pairs = [{"anchor": anchor(row.system, row.dtype), "pair": row.system, "dtype": row.dtype, "cases": row.cases,
-              "max_difference": row.max_error, "worst_ratio": row.worst_ratio, "verdict": row.verdict}
+              "max_difference": row.max_error, "worst_ratio": row.worst_ratio, "failed_tests": _failed(row),
+              "verdict": row.verdict}
              for _, row in sorted(summary.pairs.items())]
     non_equivalences = [{"anchor": anchor("not", r["system"], r["other"]), "system": r["system"],
                          "against": r["other"], "max_difference": r["max_error"], "ratio": r["ratio"],
@@ -63,8 +64,13 @@ def build(summary, names) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "pytest " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "environment": environment(names),
+        "outcomes": dict(summary.outcomes),
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
     }
+
+
+def _failed(row) -> list:
+    return [{"test": test, "message": message} for test, message in row.failed_tests]
 
 
 def markdown(report: dict) -> str:
@@ -76,6 +82,7 @@ def markdown(report: dict) -> str:
         f"Python {env['python']} on {env['os']}, {env['cpu']} ({env['cores']} cores), "
         f"KERAS_BACKEND={env['keras_backend']}", "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()), "",
+        "Tests: " + ", ".join(f"{n} {k}" for k, n in report["outcomes"].items() if n), "",
         "Each case compares hidden states with a float64 NumPy reference; `err/bound` is the largest "
         "error as a fraction of the rounding-error bound of harness/tolerance.py (equivalent when <= 1).", "",
         "| system | dtype | cell | versions | cases | max err | err/bound | bitwise (int case) | wrong mappings caught | verdict |",
@@ -93,6 +100,10 @@ def markdown(report: dict) -> str:
         for n in report["non_equivalences"]:
             lines.append(f"| <a id=\"{n['anchor']}\"></a>{n['system']} | {n['against']} | {n['max_difference']:.2e} "
                          f"| {n['ratio']:.3g} | {n['reason']} |")
+    failed = [(s.get("system") or s["pair"], f) for s in report["systems"] + report["pairs"] for f in s["failed_tests"]]
+    if failed:
+        lines += ["", "## Failed tests", ""]
+        lines += [f"- {system}: `{f['test']}`: {f['message']}" for system, f in failed]
     known = [(s["system"], s["dtype"], k) for s in report["systems"] for k in s["known_issues"]]
     if known:
         lines += ["", "## Known upstream issues (strict expected failures)", ""]

@@ -18,6 +18,7 @@ PROPERTY = "rnn_equivalence"
 #   exact      small-integer case: bitwise equal to the reference?
 #   mutation   a deliberately wrong mapping: did the comparison catch it?
 #   known      a case the adapter knows an upstream bug breaks (a strict xfail)
+#   failure    a test of this system failed (an error in the adapter, a bound exceeded, ...)
 
 
 @dataclass
@@ -33,12 +34,15 @@ class Row:
     mutations_caught: int = 0
     mutations: int = 0
     known_issues: set = field(default_factory=set)  # reasons of strict expected failures seen
+    failed_tests: list = field(default_factory=list)  # (test id, last line of its error)
 
     def add(self, record: dict) -> None:
         self.cell = record.get("cell") or self.cell
         self.versions = record.get("versions") or self.versions
         kind = record["kind"]
-        if kind == "known":  # a strict expected failure: an upstream bug, listed below the table
+        if kind == "failure":
+            self.failed_tests.append((record["test"], record["message"]))
+        elif kind == "known":  # a strict expected failure: an upstream bug, listed below the table
             self.known_issues.add(record["known_issue"])
         elif kind in ("reference", "pair"):
             self.cases += 1
@@ -54,6 +58,8 @@ class Row:
     def verdict(self) -> str:
         if self.worst_ratio > 1 or not all(self.exact):
             return "NOT equivalent"
+        if self.failed_tests:  # failed without a measured difference: an error, not a finding
+            return f"FAILED: {len(self.failed_tests)} test(s)"
         if self.known_issues:
             return "NOT equivalent where noted below"
         if self.mutations_caught < self.mutations:
@@ -71,12 +77,13 @@ class Summary:
         self.systems: dict[tuple[str, str], Row] = {}
         self.pairs: dict[tuple[str, str], Row] = {}
         self.non_equivalences: list[dict] = []
+        self.outcomes = dict.fromkeys(OUTCOMES, 0)
 
     def add(self, record: dict) -> None:
         # One row per system and dtype: float32 and float64 errors differ by 2**29.
         if record["kind"] == "nonequivalence":
             self.non_equivalences.append(record)
-        elif record["kind"] == "pair":
+        elif record["kind"] == "pair" or record.get("pair"):
             key = (f"{record['system']} vs {record['other']}", record["dtype"])
             self.pairs.setdefault(key, Row(*key)).add(record)
         elif record["kind"] == "mutation":  # mutations run in float32 only
@@ -92,8 +99,9 @@ class Summary:
                 self.add(value)
 
     def pytest_runtest_logreport(self, report) -> None:
-        if report.when == "call":
+        if report.when == "call" or report.failed:
             self.add_report(report)
+        self.outcomes[_outcome(report)] += _counts(report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.systems or self.pairs or self.non_equivalences:
@@ -147,6 +155,24 @@ class Summary:
             write_line("Known upstream issues (strict expected failures, excluded from the worst ratio):")
             for system, dtype, reason in known:
                 write_line(f"  {system} {dtype}: {reason}")
+
+
+OUTCOMES = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+
+
+def _outcome(report) -> str:
+    """The same tally as pytest's last line: a failure outside the call phase is an error."""
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed"
+    if report.failed:
+        return "failed" if report.when == "call" else "errors"
+    return "skipped" if report.skipped else "passed"
+
+
+def _counts(report) -> int:
+    # One count per test: its call phase, or the phase that ended it early.
+    return int(report.when == "call" or (report.when == "setup" and not report.passed)
+               or (report.when == "teardown" and report.failed))
 
 
 def _table(rows, write_line) -> None:
