@@ -8,7 +8,11 @@ mapping stays here, and only ``run_native`` and the other calls that touch the
 framework cross over, as pickled NumPy arrays. Errors come back as the same
 exception type with the same message, so tests cannot tell the difference.
 
-    python -m frameworks.child <adapter name>      (started by ChildProcess)
+One child serves every adapter that needs the same environment: starting
+Python with Keras and a backend costs seconds, and twenty Keras adapters on
+two backends would otherwise start forty children per pytest-xdist worker.
+
+    python -m frameworks.child      (started by ChildProcess.for_env)
 """
 
 from __future__ import annotations
@@ -46,23 +50,31 @@ def _error(exc: BaseException):
 
 
 class ChildProcess:
-    def __init__(self, adapter_name: str, env: dict[str, str]):
+    _by_env: dict[tuple, "ChildProcess"] = {}
+
+    @classmethod
+    def for_env(cls, env: dict[str, str]) -> "ChildProcess":
+        """The one child of this process with ``env``, started on first use."""
+        key = tuple(sorted(env.items()))
+        child = cls._by_env.get(key)
+        if child is None or child.process.poll() is not None:
+            child = cls._by_env[key] = cls(env)
+        return child
+
+    def __init__(self, env: dict[str, str]):
         environ = {**os.environ, **env}
         environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
-        self.adapter_name, self.env = adapter_name, env
-        self.process = subprocess.Popen([sys.executable, "-m", "frameworks.child", adapter_name],
+        self.env = env
+        self.process = subprocess.Popen([sys.executable, "-m", "frameworks.child"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ)
         atexit.register(self.close)
-        self._result()  # the adapter's construction: ImportError here if the framework is missing
 
-    def call(self, method: str, *args, **kwargs):
-        _send(self.process.stdin, (method, args, kwargs))
-        return self._result()
-
-    def _result(self):
+    def call(self, adapter_name: str, method: str, *args, **kwargs):
+        """``method`` of the child's adapter ``adapter_name``; method "__init__" constructs it."""
+        _send(self.process.stdin, (adapter_name, method, args, kwargs))
         reply = _receive(self.process.stdout)
         if reply is None:
-            raise RuntimeError(f"child process for adapter {self.adapter_name!r} ({self.env}) exited "
+            raise RuntimeError(f"child process for adapter {adapter_name!r} ({self.env}) exited "
                                f"with code {self.process.wait()}; its stderr is in the test output")
         ok, value = reply
         if ok:
@@ -70,7 +82,7 @@ class ChildProcess:
         name, message, trace = value
         if name in PASS_THROUGH:
             raise PASS_THROUGH[name](message)
-        raise RuntimeError(f"in the child process for {self.adapter_name!r}: {name}: {message}\n{trace}")
+        raise RuntimeError(f"in the child process for {adapter_name!r}: {name}: {message}\n{trace}")
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -85,41 +97,42 @@ class InChildProcess:
     """Mixed in ahead of an adapter class: framework calls go to the child, mappings stay here."""
 
     def __init__(self):
-        self._child = ChildProcess(self.name, self.process_env)
+        self._child = ChildProcess.for_env(self.process_env)
+        self._child.call(self.name, "__init__")  # ImportError here if the framework is missing
 
     def run_native(self, *args, **kwargs):
-        return self._child.call("run_native", *args, **kwargs)
+        return self._child.call(self.name, "run_native", *args, **kwargs)
 
     def own_weight_shapes(self, *args, **kwargs):
-        return self._child.call("own_weight_shapes", *args, **kwargs)
+        return self._child.call(self.name, "own_weight_shapes", *args, **kwargs)
 
     def describe(self) -> str:
-        return self._child.call("describe")
+        return self._child.call(self.name, "describe")
 
     def versions(self) -> dict[str, str]:
-        return self._child.call("versions")
+        return self._child.call(self.name, "versions")
 
 
-def main(adapter_name: str) -> None:
+def main() -> None:
     # The protocol owns the real stdout; whatever the framework prints goes to stderr.
     channel_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     channel_in = sys.stdin.buffer
     from frameworks import adapter_class
 
-    try:
-        adapter = adapter_class(adapter_name)()
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which decides
-        _send(channel_out, (False, _error(exc)))
-        return
-    _send(channel_out, (True, None))
+    adapters = {}
     while (request := _receive(channel_in)) is not None:
-        method, args, kwargs = request
+        name, method, args, kwargs = request
         try:
-            _send(channel_out, (True, getattr(adapter, method)(*args, **kwargs)))
-        except Exception as exc:  # noqa: BLE001
+            if method == "__init__":
+                adapters[name] = adapter_class(name)()
+                result = None
+            else:
+                result = getattr(adapters[name], method)(*args, **kwargs)
+            _send(channel_out, (True, result))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             _send(channel_out, (False, _error(exc)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()
