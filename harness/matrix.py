@@ -1,0 +1,142 @@
+"""Merge the reports of a version matrix into one table: system x version -> verdict and ratio.
+
+Each matrix entry (a nox session here, a job in .github/workflows/equivalence.yml)
+leaves a folder with ``session.json`` (what was asked for, what was installed,
+how far it got) and, when the suite ran, the ``equivalence.json`` written by
+``--equivalence-report``. An entry that failed to install or import is a row of
+the sessions table saying so; its column in the matrix reads "not run".
+
+    python -m harness.matrix merge matrix-reports/ --output docs/MATRIX.md
+    python -m harness.matrix record matrix-reports/tf-2.20 --session tf-2.20 \
+        --requested '{"tensorflow": "2.20.*"}' --status "tests ran" --installed tensorflow,tf_keras
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+SESSION_FILE = "session.json"
+REPORT_FILE = "equivalence.json"
+# How far an entry got; only "tests ran" has a report.
+STATUSES = ("install failed", "import failed", "tests ran")
+
+
+def write_session(directory, *, session: str, requested: dict, status: str, message: str = "",
+                  installed: dict | None = None, pytest_exit: int | None = None) -> None:
+    """The record a matrix entry leaves beside its report (or instead of it)."""
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / SESSION_FILE).write_text(json.dumps({
+        "session": session, "requested": requested, "status": status, "message": message,
+        "installed": installed or {}, "pytest_exit": pytest_exit}, indent=2) + "\n")
+
+
+def load_entries(root) -> list[dict]:
+    entries = []
+    for session_file in sorted(Path(root).glob(f"*/{SESSION_FILE}")):
+        entry = json.loads(session_file.read_text())
+        report = session_file.with_name(REPORT_FILE)
+        entry["report"] = json.loads(report.read_text()) if report.exists() else None
+        if entry["status"] == "tests ran" and entry["report"] is None:
+            entry["message"] = f"no {REPORT_FILE}: pytest exited {entry['pytest_exit']}"
+        entries.append(entry)
+    if not entries:
+        raise SystemExit(f"no {SESSION_FILE} under {root}: run the matrix sessions first")
+    return entries
+
+
+def cell_text(system: dict) -> str:
+    verdict = system["verdict"]
+    if system["cases"] == 0 and system["known_issues"]:
+        return "known issue"
+    mark = {"equivalent": "✓"}.get(verdict, "✗")
+    if verdict.startswith("NOT equivalent where"):
+        mark = "✓*"
+    if verdict.startswith("FAILED"):
+        return f"✗ {verdict}"
+    return f"{mark} {system['worst_ratio']:.3f}"
+
+
+def _outcomes(report) -> str:
+    return ", ".join(f"{n} {k}" for k, n in report["outcomes"].items() if n) if report else ""
+
+
+def markdown(entries: list[dict], title_date: str | None = None) -> str:
+    date = title_date or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    ran = [e for e in entries if e["report"]]
+    env = ran[0]["report"]["environment"] if ran else {}
+    lines = ["# Version matrix", "",
+             f"Merged {date} from {len(entries)} matrix entries"
+             + (f"; machine: {env['cpu']} ({env['cores']} cores), {env['os']}, Python {env['python']}." if env else "."),
+             "", "Regenerate: `nox` (every session, then `matrix`), or one entry: `nox -s \"tensorflow(tf='2.20')\"` "
+             "then `nox -s matrix`.", "",
+             "## Entries", "",
+             "| entry | asked for | installed | status | tests |", "|---|---|---|---|---|"]
+    for e in entries:
+        asked = ", ".join(f"{k} {v}" for k, v in e["requested"].items())
+        installed = ", ".join(f"{k} {v}" for k, v in e["installed"].items())
+        status = e["status"] + (f": {e['message']}" if e["message"] else "")
+        lines.append(f"| {e['session']} | {asked} | {installed} | {status.replace('|', '/')} | {_outcomes(e['report'])} |")
+
+    systems = sorted({(s["system"], s["dtype"]) for e in ran for s in e["report"]["systems"]})
+    lines += ["", "## System x entry", "",
+              "Each cell: ✓ equivalent, with the worst error as a fraction of the derived bound; ✓* equivalent except "
+              "a known upstream issue in some cases (listed in that entry's report); ✗ not equivalent or failed; "
+              "\"not run\" when the entry did not select that system or did not get to run.", "",
+              "| system | dtype | " + " | ".join(e["session"] for e in entries) + " |",
+              "|---|---|" + "---|" * len(entries)]
+    for name, dtype in systems:
+        cells = []
+        for e in entries:
+            found = [s for s in (e["report"] or {}).get("systems", []) if (s["system"], s["dtype"]) == (name, dtype)]
+            cells.append(cell_text(found[0]) if found else "not run")
+        lines.append(f"| {name} | {dtype} | " + " | ".join(cells) + " |")
+    failed = [(e["session"], s["system"], f) for e in ran for s in e["report"]["systems"] for f in s["failed_tests"]]
+    if failed:
+        lines += ["", "## Failed tests", ""]
+        lines += [f"- {session}, {system}: `{f['test']}`: {f['message']}" for session, system, f in failed]
+    return "\n".join(lines) + "\n"
+
+
+def installed_versions(distributions) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for dist in distributions:
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    merge = commands.add_parser("merge", help="merge every entry under ROOT into one Markdown table")
+    merge.add_argument("root", help="folder holding one sub-folder per matrix entry")
+    merge.add_argument("--output", required=True, help="the Markdown file to write")
+    record = commands.add_parser("record", help="write an entry's session.json")
+    record.add_argument("directory")
+    record.add_argument("--session", required=True)
+    record.add_argument("--requested", required=True, type=json.loads, help="JSON object: distribution -> pin")
+    record.add_argument("--status", required=True, choices=STATUSES)
+    record.add_argument("--message", default="")
+    record.add_argument("--installed", default="", help="comma-separated distributions whose versions to record")
+    args = parser.parse_args(argv)
+    if args.command == "record":
+        write_session(args.directory, session=args.session, requested=args.requested, status=args.status,
+                      message=args.message, installed=installed_versions(filter(None, args.installed.split(","))))
+        return 0
+    Path(args.output).write_text(markdown(load_entries(args.root)))
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""The version matrix: the suite against pinned framework versions, one virtualenv per entry.
+
+    nox                                  every entry, then the merged table (docs/MATRIX.md)
+    nox -s "tensorflow(tf='2.20')"       one entry
+    nox -s matrix                        merge what the entries left in matrix-reports/
+
+Each entry installs its pins, checks that they import, runs the suite on the
+systems those pins affect with ``--equivalence-report``, and leaves
+``matrix-reports/<entry>/session.json`` beside the report. An entry whose pins
+do not install or import records that and fails; the others go on, and
+``matrix`` shows it as a row rather than crashing. torch stays at 2.13.0
+throughout (the CPU wheel on this machine's disk; any other torch would pull a
+CUDA build of several GB).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from frameworks import ADAPTERS  # noqa: E402  (the registry imports no framework)
+from harness.matrix import write_session  # noqa: E402
+
+REPORTS = ROOT / "matrix-reports"
+PYTHON = "3.11"
+TORCH = "torch==2.13.0"
+
+nox.options.sessions = ["tensorflow", "keras", "jax", "matrix"]
+nox.options.reuse_venv = "yes"
+
+
+def systems(*prefixes: str, exclude: tuple[str, ...] = ()) -> str:
+    return ",".join(n for n in ADAPTERS if n.startswith(prefixes) and not n.startswith(exclude))
+
+
+def _entry(session, label: str, requested: dict, pins: list[str], extras: str, modules: list[str],
+           selected: str, env: dict | None = None) -> None:
+    out = REPORTS / label
+    record = dict(session=label, requested=requested)
+    shutil.rmtree(out, ignore_errors=True)  # a report left by an earlier run must not stand in for this one
+    try:
+        if extras != "tensorflow,test":
+            session.install(TORCH)
+        session.install("-e", f".[{extras}]", *pins)
+    except nox.command.CommandFailed as error:
+        write_session(out, status="install failed", message=str(error), **record)
+        session.error(f"{label}: the pins did not install")
+    dists = ",".join([p.split("==")[0] for p in pins] + ["numpy", "torch", "keras", "jax", "flax"])
+    try:
+        session.run("python", "-c", "import " + ", ".join(modules), env=env, silent=True)
+    except nox.command.CommandFailed as error:
+        write_session(out, status="import failed", message=str(error), **record)
+        session.error(f"{label}: the pins installed but do not import")
+    # Exit 1 (tests failed) is a finding the report records, not a broken entry.
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", f"--frameworks={selected}",
+                f"--equivalence-report={out}", env={"CI": "true", **(env or {})}, success_codes=[0, 1])
+    # Recorded by the session's own Python: the versions that ran, not nox's.
+    session.run("python", "-m", "harness.matrix", "record", str(out), "--session", label,
+                "--requested", json.dumps(requested), "--status", "tests ran", "--installed", dists)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("tf", ["2.19", "2.20", "2.21"])
+def tensorflow(session, tf):
+    """TensorFlow with the matching tf_keras: raw ops, the TF1 cells, Keras 2, Keras 3 on TensorFlow."""
+    _entry(session, f"tensorflow-{tf}", {"tensorflow": f"{tf}.*", "tf_keras": f"{tf}.*"},
+           [f"tensorflow=={tf}.*", f"tf_keras=={tf}.*"], "tensorflow,test", ["tensorflow", "tf_keras", "keras"],
+           systems("numpy", "tf-concat", "tf1", "tf-keras", "keras-tf"), env={"KERAS_BACKEND": "tensorflow"})
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("keras", ["3.13", "3.15"])
+def keras(session, keras):
+    """Keras 3 minor versions, each on all three backends (TensorFlow, JAX, PyTorch 2.13.0)."""
+    _entry(session, f"keras-{keras}", {"keras": f"{keras}.*"}, [f"keras=={keras}.*"], "keras,test",
+           ["keras", "tensorflow", "jax", "torch"], systems("numpy", "torch", "keras", exclude=("torch-onnx",)))
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("jax", ["0.9.2", "0.10.2"])
+def jax(session, jax):
+    """JAX versions, under Flax and under Keras 3's JAX backend (run in this process: KERAS_BACKEND=jax)."""
+    _entry(session, f"jax-{jax}", {"jax": jax, "jaxlib": jax}, [f"jax=={jax}", f"jaxlib=={jax}", "keras"],
+           "flax,test", ["jax", "flax", "keras"], systems("numpy", "flax", "keras-jax"), env={"KERAS_BACKEND": "jax"})
+
+
+@nox.session(python=False)
+def matrix(session):
+    """Merge every entry's session.json and report into docs/MATRIX.md."""
+    session.run(sys.executable, "-m", "harness.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"))

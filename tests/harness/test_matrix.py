@@ -1,0 +1,83 @@
+"""The version matrix: nox sessions, the merge into one table, and the GitHub workflow that runs it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import matrix
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def _report(system: str, verdict: str = "equivalent", ratio: float = 0.1, failed=()) -> dict:
+    row = {"system": system, "dtype": "float32", "cases": 4, "verdict": verdict, "worst_ratio": ratio,
+           "known_issues": [], "failed_tests": [{"test": t, "message": "boom"} for t in failed]}
+    environment = {"python": "3.11.7", "os": "Linux", "cpu": "a CPU", "cores": 2}
+    return {"environment": environment, "outcomes": {"passed": 4, "failed": len(failed)}, "systems": [row]}
+
+
+def _entry(root: Path, name: str, status: str, report: dict | None = None) -> None:
+    matrix.write_session(root / name, session=name, requested={"tensorflow": name}, status=status,
+                         message="" if report else "pip: no matching distribution", installed={"numpy": "2"})
+    if report:
+        (root / name / matrix.REPORT_FILE).write_text(json.dumps(report))
+
+
+def test_merge_gives_each_system_a_row_and_each_entry_a_column(tmp_path):
+    _entry(tmp_path, "tf-a", "tests ran", _report("tf1", ratio=0.164))
+    _entry(tmp_path, "tf-b", "tests ran", _report("tf1", verdict="NOT equivalent", ratio=3.5))
+    _entry(tmp_path, "tf-c", "install failed")
+    _entry(tmp_path, "tf-d", "tests ran", _report("tf1", verdict="FAILED: 1 test(s)", failed=["tests/x.py::t"]))
+    text = matrix.markdown(matrix.load_entries(tmp_path))
+    assert "| tf1 | float32 | ✓ 0.164 | ✗ 3.500 | not run | ✗ FAILED: 1 test(s) |" in text
+    assert "| tf-c | tensorflow tf-c | numpy 2 | install failed: pip: no matching distribution |  |" in text
+    assert "- tf-d, tf1: `tests/x.py::t`: boom" in text
+
+
+def test_merge_of_nothing_is_an_error_that_says_what_to_run(tmp_path):
+    with pytest.raises(SystemExit, match="run the matrix sessions first"):
+        matrix.load_entries(tmp_path)
+
+
+def test_record_command_writes_what_merge_reads(tmp_path):
+    subprocess.run([sys.executable, "-m", "harness.matrix", "record", str(tmp_path / "e"), "--session", "e",
+                    "--requested", '{"jax": "0.9.2"}', "--status", "import failed", "--message", "no jaxlib",
+                    "--installed", "numpy,no-such-distribution"], cwd=ROOT, check=True)
+    (entry,) = matrix.load_entries(tmp_path)
+    assert entry["status"] == "import failed" and entry["report"] is None
+    assert set(entry["installed"]) == {"numpy"}
+
+
+def test_nox_lists_a_session_per_pinned_version():
+    listing = subprocess.run([sys.executable, "-m", "nox", "--list", "--json"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+    sessions = {s["session"] for s in json.loads(listing)}
+    assert {"tensorflow(tf='2.19')", "tensorflow(tf='2.20')", "tensorflow(tf='2.21')"} <= sessions
+    assert sum(s.startswith("keras(") for s in sessions) >= 2 and sum(s.startswith("jax(") for s in sessions) >= 2
+    assert "matrix" in sessions
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=[w.name for w in WORKFLOWS])
+def test_workflow_passes_the_github_workflow_schema(workflow):
+    """check-jsonschema's vendored GitHub workflow schema: no network needed."""
+    result = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
+                             str(workflow)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_equivalence_workflow_is_callable_and_merges_its_reports():
+    from ruamel import yaml  # check-jsonschema's own YAML parser
+
+    workflow = yaml.YAML(typ="safe").load((ROOT / ".github" / "workflows" / "equivalence.yml").read_text())
+    assert "workflow_call" in workflow["on"]
+    pins = json.loads(workflow["env"]["DEFAULT_PINS"])
+    # Every default entry names itself, and asks only for pins the install step reads.
+    assert all("name" in p and set(p) <= {"name", "torch", "tensorflow", "tf_keras", "keras", "jax"} for p in pins)
+    assert any(p.get("torch") not in (None, "2.13.0") for p in pins), "torch versions are part of the CI matrix"
+    steps = " ".join(str(s.get("run", "")) for job in workflow["jobs"].values() for s in job.get("steps", []))
+    assert "--equivalence-report=" in steps and "harness.matrix merge" in steps and "harness.matrix record" in steps
+    assert workflow["jobs"]["merge"]["if"] == "always()"
