@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from frameworks.base import LayerAdapter, LayerConfig
-from harness.cases import SequenceCase
+from harness.cases import MUTATION_STEPS, SequenceCase, steps_for
 from harness.compare import assert_within_bound, compare
 
 
 @pytest.mark.known_issues
 def test_layer_matches_float64_reference(layer, g, dtype, config, record):
-    case = SequenceCase(config)
+    case = SequenceCase(config, steps=steps_for(layer, SequenceCase.steps))
     actual = layer.run(case.stack(dtype), case.inputs(dtype), case.h0(dtype), g, config)
     reversed_inputs = layer.reads_reversed(config)
     expected = layer.arrange(*case.reference(g, reversed_inputs), config)
@@ -33,7 +33,7 @@ def test_layer_matches_float64_reference(layer, g, dtype, config, record):
 
 def test_wrong_layer_mapping_is_detected(layer, mutation, record):
     dtype, g, config = "float32", "tanh", layer.mutation_config
-    case = SequenceCase(config, input_size=4, hidden_size=4)  # square: only values can tell
+    case = SequenceCase(config, input_size=4, hidden_size=4, steps=MUTATION_STEPS)  # square: only values can tell
     wrong = layer.mutations[mutation](layer.to_native(case.stack(dtype), config))
     actual = layer.run_native(wrong, case.inputs(dtype), case.h0(dtype), g, config)
     reversed_inputs = layer.reads_reversed(config)
@@ -86,7 +86,7 @@ def test_exported_model_agrees_with_its_source(request, layer, config, record):
 
     source = load_adapter(request.config, layer.compare_with)
     dtype, g = "float32", "tanh"
-    case = SequenceCase(config)
+    case = SequenceCase(config, steps=steps_for(layer, SequenceCase.steps))
     args = (case.stack(dtype), case.inputs(dtype), case.h0(dtype), g, config)
     exported, original = layer.run(*args), source.run(*args)
     bound = layer.arrange(*case.bound_vs_reference(g, dtype), config)

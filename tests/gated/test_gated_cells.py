@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from frameworks.base import Adapter
-from harness.cases import GATED_CASES
+from harness.cases import GATED_CASES, MUTATION_STEPS, steps_for
 from harness.compare import assert_within_bound, compare
 
 
@@ -21,7 +21,8 @@ def expected_and_bounds(adapter, case, dtype):
 
 
 def cases_for(adapter):
-    return [replace(case, zero_b_hn=adapter.zero_b_hn) for case in GATED_CASES[adapter.cell_type]]
+    return [replace(case, zero_b_hn=adapter.zero_b_hn, steps=steps_for(adapter, case.steps))
+            for case in GATED_CASES[adapter.cell_type]]
 
 
 @pytest.mark.known_issues
@@ -42,7 +43,7 @@ def test_gated_cell_matches_float64_reference(gated, g, dtype, case_index, recor
 
 
 def test_wrong_gated_mapping_is_detected(gated, mutation, record):
-    case, dtype = cases_for(gated)[1], "float32"
+    case, dtype = replace(cases_for(gated)[1], steps=MUTATION_STEPS), "float32"
     wrong = gated.mutations[mutation](gated.to_native(case.params(dtype)))
     actual = gated.run_native(wrong, case.inputs(dtype), case.h0(dtype), case.c0(dtype))
     expected, bounds = expected_and_bounds(gated, case, dtype)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from harness.cases import GatedSequenceCase
+from harness.cases import MUTATION_STEPS, GatedSequenceCase
 from harness.compare import assert_within_bound, compare
 
 
@@ -36,7 +36,7 @@ def test_gated_layer_matches_float64_reference(gated_layer, g, dtype, config, re
 
 def test_wrong_gated_layer_mapping_is_detected(gated_layer, mutation, record):
     layer, dtype, config = gated_layer, "float32", gated_layer.mutation_config
-    case = GatedSequenceCase(layer.cell_type, config, input_size=4, hidden_size=4)
+    case = GatedSequenceCase(layer.cell_type, config, input_size=4, hidden_size=4, steps=MUTATION_STEPS)
     wrong = layer.mutations[mutation](layer.to_native(case.layers(dtype), config))
     actual = layer.run_native(wrong, case.inputs(dtype), *case.states(dtype), config)
     expected, bounds = reference_and_bounds(layer, case, dtype, config)
