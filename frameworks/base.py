@@ -45,6 +45,8 @@ class Adapter:
     # Deliberately wrong mappings, each expressed on the native weights, that
     # the suite must detect; see tests/equivalence/test_mutations.py.
     mutations: dict[str, Callable[[Native], Native]] = {}
+    # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
+    max_steps: int | None = None
 
     def describe(self) -> str:
         return self.cell
