@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 from pathlib import Path
 
 SESSION_FILE = "session.json"
@@ -36,9 +37,14 @@ def write_session(directory, *, session: str, requested: dict, status: str, mess
         "installed": installed or {}, "pytest_exit": pytest_exit}, indent=2) + "\n")
 
 
+def _natural(path: Path):
+    """jax-0.9.2 before jax-0.10.2: numbers compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.parent.name)]
+
+
 def load_entries(root) -> list[dict]:
     entries = []
-    for session_file in sorted(Path(root).glob(f"*/{SESSION_FILE}")):
+    for session_file in sorted(Path(root).glob(f"*/{SESSION_FILE}"), key=_natural):
         entry = json.loads(session_file.read_text())
         report = session_file.with_name(REPORT_FILE)
         entry["report"] = json.loads(report.read_text()) if report.exists() else None
@@ -59,7 +65,8 @@ def cell_text(system: dict) -> str:
         mark = "✓*"
     if verdict.startswith("FAILED"):
         return f"✗ {verdict}"
-    return f"{mark} {system['worst_ratio']:.3f}"
+    ratio = system["worst_ratio"]
+    return f"{mark} {ratio:.3f}" if ratio < 1000 else f"{mark} {ratio:.2g}"
 
 
 def _outcomes(report) -> str:
