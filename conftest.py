@@ -54,6 +54,7 @@ def pytest_configure(config):
         "in this scope as strict xfails",
     )
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
+        _share_jax_compilations(config)
         config.pluginmanager.register(
             Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names),
             "rnn-equivalence-summary")
@@ -65,6 +66,27 @@ def pytest_configure(config):
     settings.register_profile("dev", deadline=None)
     settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
     settings.load_profile("ci" if selection.ci else "dev")
+
+
+def _share_jax_compilations(config):
+    """One JAX compilation cache for this run's processes, empty at its start and removed at its end.
+
+    JAX compiles every operation afresh for each shape and dtype, in every process:
+    each xdist worker, and each worker's Keras-on-JAX child. With a cache shared for
+    the run, a kernel compiled in one is loaded by the others (the same executable,
+    so the same arithmetic). Set here, on the controller, before workers start, so
+    that they and their children inherit it. A cache the user set is left alone.
+    """
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="rnn-equivalence-jax-cache-")
+    os.environ.update({"JAX_COMPILATION_CACHE_DIR": directory,
+                       "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                       "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"})
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
 def _fail_fast_on_missing(selection):
@@ -216,7 +238,9 @@ def pytest_runtest_makereport(item, call):
     if report.failed and (any(k in params for k in FRAMEWORK_FIXTURES) or "framework_pair" in params):
         system = (" vs ".join(params["framework_pair"]) if "framework_pair" in params
                   else next(params[k] for k in FRAMEWORK_FIXTURES if k in params))
-        message = (report.longreprtext.strip().splitlines() or [""])[-1]
+        crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own message, if pytest kept it
+        message = crash.message if crash else (report.longreprtext.strip().splitlines() or [""])[-1]
+        message = " ".join(message.split())
         report.user_properties.append((PROPERTY, {
             "kind": "failure", "system": system, "pair": "framework_pair" in params,
             "dtype": params.get("dtype", "float32"), "test": item.nodeid,
