@@ -61,12 +61,6 @@ def pytest_configure(config):
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
 
-    from hypothesis import settings  # a test dependency; cheap next to any framework
-
-    settings.register_profile("dev", deadline=None)
-    settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
-    settings.load_profile("ci" if selection.ci else "dev")
-
 
 def _share_jax_compilations(config):
     """One JAX compilation cache for this run's processes, empty at its start and removed at its end.
@@ -186,10 +180,15 @@ FRAMEWORK_FIXTURES = ("framework", "layer_framework", "gated_framework", "gated_
 _LOADED = {}
 
 
-def load_adapter(config, name):
-    """The adapter for ``name``, loaded once per process; a missing framework skips or fails."""
+def require_selected(config, name):
+    """Skip, with that reason, a test about ``name`` when the run does not select it."""
     if name not in config.stash[SELECTION].names:
         pytest.skip(f"framework {name!r} is not selected (--frameworks / {selection_mod.ENV_VAR})")
+
+
+def load_adapter(config, name):
+    """The adapter for ``name``, loaded once per process; a missing framework skips or fails."""
+    require_selected(config, name)
     if name not in _LOADED:
         try:
             _LOADED[name] = load(name)

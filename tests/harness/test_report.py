@@ -1,4 +1,8 @@
-"""The equivalence report: written by one option, valid against its schema, readable."""
+"""The summary table and the report of child pytest runs: one under xdist, one with a broken mapping.
+
+Each child run is shared by the checks on its terminal summary and on its report:
+a child pytest costs seconds, most of it start-up.
+"""
 
 import json
 import re
@@ -6,23 +10,34 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.test_pytest_run import run_pytest
+from tests.harness.test_pytest_run import run_pytest, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_report_is_written_and_valid(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
+def test_summary_and_report_of_an_xdist_run(tmp_path):
+    """The table survives xdist, the header names versions, and the report is valid and agrees."""
+    import jsonschema
+
     code, out = run_pytest("-n", "2", "--frameworks=numpy-split,numpy-concat",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_cells.py",
-                           "tests/equivalence/test_mutations.py", "tests/equivalence/test_exact.py")
+                           "tests/equivalence/test_mutations.py", "tests/equivalence/test_exact.py",
+                           "tests/equivalence/test_pairs.py")
     assert code == pytest.ExitCode.OK, out
+    assert "rnn-equivalence: python" in out and "numpy" in out
+    table = out[out.index("equivalence summary"):]
+    for system in ("numpy-split", "numpy-concat"):
+        row = next(line for line in table.splitlines() if line.startswith(system + " "))
+        assert verdict(row) == "equivalent" and re.search(r" (\d+)/\1 ", row) and " yes " in row, row
+    assert "numpy-split vs numpy-concat" in table
+
     report = json.loads((tmp_path / "equivalence.json").read_text())
     schema = json.loads((ROOT / "docs" / "equivalence-report.schema.json").read_text())
     jsonschema.validate(report, schema, format_checker=jsonschema.FormatChecker())
     assert {(s["system"], s["dtype"]) for s in report["systems"]} == {
         (n, d) for n in ("numpy-split", "numpy-concat") for d in ("float32", "float64")}
     assert all(s["verdict"] == "equivalent" for s in report["systems"])
+    assert [p["pair"] for p in report["pairs"]] == ["numpy-split vs numpy-concat"]
     assert "--frameworks=numpy-split,numpy-concat" in report["command"]
     assert report["outcomes"]["failed"] == 0 and report["outcomes"]["passed"] == _passed(out) > 0
     text = (tmp_path / "EQUIVALENCE.md").read_text()
@@ -33,13 +48,18 @@ def _passed(out: str) -> int:
     return int(re.search(r"(\d+) passed", out).group(1))
 
 
-def test_report_of_a_broken_mapping_names_the_failed_tests(tmp_path):
-    """A system whose tests fail is never reported equivalent, and the report says which tests failed."""
-    jsonschema = pytest.importorskip("jsonschema")
+def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
+    """A system whose tests fail is never reported equivalent; the report says which tests failed."""
+    import jsonschema
+
     code, out = run_pytest("-p", "harness.break_mapping", "--frameworks=numpy-split",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_cells.py",
-                           env={"RNN_EQ_BREAK": "numpy-split=b_x doubled"})
+                           env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed"})
     assert code == pytest.ExitCode.TESTS_FAILED, out
+    assert "EXCEEDS the bound" in out
+    row = next(line for line in out.splitlines() if line.startswith("numpy-split "))
+    assert verdict(row) == "NOT equivalent", row
+
     report = json.loads((tmp_path / "equivalence.json").read_text())
     jsonschema.validate(report, json.loads((ROOT / "docs" / "equivalence-report.schema.json").read_text()))
     failed = int(re.search(r"(\d+) failed", out).group(1))

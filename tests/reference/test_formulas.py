@@ -1,13 +1,22 @@
 """Pins on the NumPy reference itself, independent of any framework."""
 
+import os
+
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from harness.cases import Case
 from harness.compare import assert_bitwise_equal, assert_within_bound, compare
 from harness.tolerance import ACTIVATION_ULPS, UNIT_ROUNDOFF, gamma, pair_bound
+from harness.selection import is_ci
 from reference import ACTIVATIONS, concatenate_kernels, concatenated_step, rnn_sequence, split_step
+
+# The only Hypothesis tests, so their profiles live here: importing hypothesis costs about a
+# second, which the top-level conftest would make every pytest process pay.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)  # reproducible under CI
+settings.load_profile("ci" if is_ci(os.environ) else "dev")
 
 
 def lecture_example(dtype):
