@@ -314,9 +314,11 @@ def versions(frameworks) -> str:
 
 
 def markdown(rows, frameworks, min_time, repeats, command) -> str:
-    ratios = {}
+    ratios, hoisting = {}, {}
     for row in rows:
         ratios.setdefault(row["framework"], []).append(row["concat"] / row["split"])
+        if row["steps"] > 1:
+            hoisting.setdefault(row["framework"], []).append(row["hoisted"] / row["split"])
     lines = [
         "# Benchmark: concatenated against split formula", "",
         f"Machine: {cpu_name()}, {os.cpu_count()} cores, {platform.platform()}; Python {platform.python_version()}; "
@@ -327,6 +329,9 @@ def markdown(rows, frameworks, min_time, repeats, command) -> str:
         "concat/split below 1 means the single concatenated matmul is faster.", "",
         "Median concat/split over all sizes: " + ", ".join(
             f"{name} {statistics.median(r):.2f} (range {min(r):.2f} to {max(r):.2f})" for name, r in ratios.items()) + ".",
+        "",
+        f"Median hoisted/split over the {max(STEPS)}-step sequences: " + ", ".join(
+            f"{name} {statistics.median(r):.2f} (range {min(r):.2f} to {max(r):.2f})" for name, r in hoisting.items()) + ".",
         "", "| framework | H | batch | steps | concat | split | hoisted | own cell/layer (NumPy: the reference) | concat/split |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
