@@ -41,22 +41,22 @@ def systems(*prefixes: str, exclude: tuple[str, ...] = ()) -> str:
 
 
 def _entry(session, label: str, requested: dict, pins: list[str], extras: str, modules: list[str],
-           selected: str, env: dict | None = None) -> None:
+           selected: str, env: dict | None = None, torch: bool = False) -> None:
     out = REPORTS / label
     record = dict(session=label, requested=requested)
     shutil.rmtree(out, ignore_errors=True)  # a report left by an earlier run must not stand in for this one
     try:
-        if extras != "tensorflow,test":
+        if torch:  # first, so that nothing asks pip for another torch
             session.install(TORCH)
         session.install("-e", f".[{extras}]", *pins)
     except nox.command.CommandFailed as error:
-        write_session(out, status="install failed", message=str(error), **record)
+        write_session(out, status="install failed", message=f"pip install {' '.join(pins)}: {error}", **record)
         session.error(f"{label}: the pins did not install")
     dists = ",".join([p.split("==")[0] for p in pins] + ["numpy", "torch", "keras", "jax", "flax"])
     try:
         session.run("python", "-c", "import " + ", ".join(modules), env=env, silent=True)
     except nox.command.CommandFailed as error:
-        write_session(out, status="import failed", message=str(error), **record)
+        write_session(out, status="import failed", message=f"import {', '.join(modules)}: {error}", **record)
         session.error(f"{label}: the pins installed but do not import")
     # Exit 1 (tests failed) is a finding the report records, not a broken entry.
     # The equivalence tests only: the harness's own tests do not depend on framework versions.
@@ -81,7 +81,8 @@ def tensorflow(session, tf):
 def keras(session, keras):
     """Keras 3 minor versions, each on all three backends (TensorFlow, JAX, PyTorch 2.13.0)."""
     _entry(session, f"keras-{keras}", {"keras": f"{keras}.*"}, [f"keras=={keras}.*"], "keras,test",
-           ["keras", "tensorflow", "jax", "torch"], systems("numpy", "torch", "keras", exclude=("torch-onnx",)))
+           ["keras", "tensorflow", "jax", "torch"], systems("numpy", "torch", "keras", exclude=("torch-onnx",)),
+           torch=True)
 
 
 @nox.session(python=PYTHON)

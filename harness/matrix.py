@@ -97,12 +97,20 @@ def markdown(entries: list[dict], title_date: str | None = None) -> str:
               "\"not run\" when the entry did not select that system or did not get to run.", "",
               "| system | dtype | " + " | ".join(e["session"] for e in entries) + " |",
               "|---|---|" + "---|" * len(entries)]
+    disagreements = []
     for name, dtype in systems:
         cells = []
         for e in entries:
             found = [s for s in (e["report"] or {}).get("systems", []) if (s["system"], s["dtype"]) == (name, dtype)]
             cells.append(cell_text(found[0]) if found else "not run")
         lines.append(f"| {name} | {dtype} | " + " | ".join(cells) + " |")
+        verdicts = {e["session"]: c.split(" ")[0] for e, c in zip(entries, cells) if c != "not run"}
+        if len(set(verdicts.values())) > 1:
+            disagreements.append(f"- {name} {dtype}: " + ", ".join(f"{v} in {k}" for k, v in verdicts.items()))
+    if disagreements:
+        lines += ["", "## Where versions disagree", "",
+                  "Systems whose verdict changes from one entry to another (the failed tests below say how):", "",
+                  *disagreements]
     failed = [(e["session"], s["system"], f) for e in ran for s in e["report"]["systems"] for f in s["failed_tests"]]
     if failed:
         lines += ["", "## Failed tests", ""]

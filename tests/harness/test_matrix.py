@@ -36,6 +36,7 @@ def test_merge_gives_each_system_a_row_and_each_entry_a_column(tmp_path):
     assert "| tf1 | float32 | ✓ 0.164 | ✗ 3.500 | not run | ✗ FAILED: 1 test(s) |" in text
     assert "| tf-c | tensorflow tf-c | numpy 2 | install failed: pip: no matching distribution |  |" in text
     assert "- tf-d, tf1: `tests/x.py::t`: boom" in text
+    assert "- tf1 float32: ✓ in tf-a, ✗ in tf-b, ✗ in tf-d" in text
 
 
 def test_merge_of_nothing_is_an_error_that_says_what_to_run(tmp_path):
