@@ -57,15 +57,13 @@ def load_entries(root) -> list[dict]:
 
 
 def cell_text(system: dict) -> str:
-    verdict = system["verdict"]
+    """A matrix cell from a report row's verdict (the verdicts of harness.summary.Row)."""
+    verdict, ratio = system["verdict"], system["worst_ratio"]
     if system["cases"] == 0 and system["known_issues"]:
         return "known issue"
-    mark = {"equivalent": "✓"}.get(verdict, "✗")
-    if verdict.startswith("NOT equivalent where"):
-        mark = "✓*"
     if verdict.startswith("FAILED"):
         return f"✗ {verdict}"
-    ratio = system["worst_ratio"]
+    mark = "✓" if verdict == "equivalent" else "✓*" if verdict.startswith("NOT equivalent where") else "✗"
     return f"{mark} {ratio:.3f}" if ratio < 1000 else f"{mark} {ratio:.2g}"
 
 
