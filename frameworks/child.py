@@ -67,7 +67,8 @@ class ChildProcess:
         self.env = env
         self.process = subprocess.Popen([sys.executable, "-m", "frameworks.child"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ)
-        atexit.register(self.close)
+        if not ChildProcess._by_env:
+            atexit.register(ChildProcess.close_all)
 
     def call(self, adapter_name: str, method: str, *args, **kwargs):
         """``method`` of the child's adapter ``adapter_name``; method "__init__" constructs it."""
@@ -84,13 +85,17 @@ class ChildProcess:
             raise PASS_THROUGH[name](message)
         raise RuntimeError(f"in the child process for {adapter_name!r}: {name}: {message}\n{trace}")
 
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.close()
+    @classmethod
+    def close_all(cls) -> None:
+        """End every child at once: all are told first, then all are waited for."""
+        running = [child.process for child in cls._by_env.values() if child.process.poll() is None]
+        for process in running:
+            process.stdin.close()
+        for process in running:
             try:
-                self.process.wait(timeout=10)
+                process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                process.kill()
 
 
 class InChildProcess:
@@ -132,6 +137,11 @@ def main() -> None:
             _send(channel_out, (True, result))
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
             _send(channel_out, (False, _error(exc)))
+    # The parent has every reply. Finalizing the interpreter with torch, JAX and Keras
+    # loaded takes 1.5 to 2.5 s here, which each pytest-xdist worker would wait for at
+    # the end of the run; nothing of the child's is left to save.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
