@@ -6,9 +6,14 @@ Times, ``--runs`` times each and reporting the median:
 
 - the import of each framework in a fresh Python (what every pytest-xdist worker,
   and every Keras child process, pays once);
-- the README's test command, ``pytest -n auto`` (whole process: start-up,
-  collection, imports in the workers, tests, the report);
-- the same with only the NumPy reference selected.
+- the README's test command, ``pytest -n auto --equivalence-report=DIR`` (whole
+  process: start-up, collection, imports in the workers, tests, the report), in wall
+  clock and in CPU seconds of the whole process tree (with 2 cores, wall can fall no
+  lower than half the CPU seconds; both drift by up to a third between runs of the same
+  tree on this machine, as its speed does);
+- the same with only the NumPy reference selected;
+- where the test time goes: the tests' own durations (pytest's junit XML), summed over
+  the workers and grouped by the system they test.
 
 A benchmark, not a test: nothing here asserts a time.
 """
@@ -16,16 +21,22 @@ A benchmark, not a test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import collections
+import datetime
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from frameworks import ADAPTERS  # noqa: E402
 from harness.report import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,20 +50,50 @@ IMPORTS = {
     "all of them, in one process (what each worker pays)":
         "import numpy, torch, tensorflow, tf_keras, keras, jax, flax.linen, flax.nnx, onnx, onnxruntime, onnxscript",
 }
-COMMANDS = {
-    "whole suite": ["pytest", "-n", "auto"],
-    "NumPy only": ["pytest", "-n", "auto", "--frameworks=numpy-split,numpy-concat"],
+COMMANDS = {  # the README's test command; the report goes to a temporary directory
+    "whole suite": ["pytest", "-n", "auto", "--equivalence-report=REPORT"],
+    "NumPy only": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--frameworks=numpy-split,numpy-concat"],
 }
 
 
-def timed(args, env=None) -> tuple[float, str]:
+def timed(args) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system, the process and all it waited for), stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})})
+    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-    return elapsed, result.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu, result.stdout
+
+
+# What a system runs on, by the start of its name (the longest that matches).
+FAMILIES = ("numpy", "torch", "torch-onnx-dynamo", "torch-onnx-legacy", "onnx-ort", "onnx-reference", "tf-concat",
+            "tf1", "tf-keras", "keras-tf", "keras-jax", "keras-torch", "flax-nnx", "flax-linen")
+
+
+def family_of(system: str) -> str:
+    return max((f for f in FAMILIES if system == f or system.startswith(f + "-")), key=len,
+               default="the harness's own tests")
+
+
+def system_of(test_name: str, names: list[str]) -> str:
+    """The adapter a test id is about (its first parameter names it), else the test's module."""
+    params = test_name.partition("[")[2]
+    return next((n for n in names if params == n + "]" or params.startswith(n + "-")), "")
+
+
+def test_time_by_system(junit: Path) -> tuple[float, list[tuple[str, float, int]]]:
+    """Total test time (setup, call, teardown; summed over workers), and per system, largest first."""
+    names = sorted(ADAPTERS, key=len, reverse=True)  # the longest name that matches
+    seconds, counts = collections.Counter(), collections.Counter()
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        key = system_of(case.get("name"), names) or case.get("classname").rpartition(".")[2] + " (no system)"
+        seconds[key] += float(case.get("time"))
+        counts[key] += 1
+    return sum(seconds.values()), [(key, t, counts[key]) for key, t in seconds.most_common()]
 
 
 def main(argv=None) -> int:
@@ -67,32 +108,58 @@ def main(argv=None) -> int:
         baseline = [timed([sys.executable, "-c", "pass"])[0] for _ in range(args.runs)]
         imports[name] = statistics.median(samples) - statistics.median(baseline)
         print(f"import {name}: {imports[name]:.2f} s", flush=True)
-    suites = {}
+    suites, breakdown = {}, None
     for name, command in COMMANDS.items():
         runs = []
-        for _ in range(args.runs):
-            elapsed, out = timed([sys.executable, "-m", *command, "-p", "no:cacheprovider"])
+        for run in range(args.runs):
+            with tempfile.TemporaryDirectory() as scratch:
+                junit = Path(scratch) / "junit.xml"
+                argv = [a.replace("REPORT", str(Path(scratch) / "report")) for a in command]
+                elapsed, cpu, out = timed([sys.executable, "-m", *argv, "-p", "no:cacheprovider",
+                                           f"--junitxml={junit}"])
+                if name == "whole suite" and run == args.runs - 1:
+                    breakdown = test_time_by_system(junit)
             tail = [line for line in out.splitlines() if re.search(r"\d+ passed", line)][-1].strip("= ")
-            runs.append((elapsed, tail))
-            print(f"{name}: {elapsed:.1f} s ({tail})", flush=True)
+            runs.append((elapsed, cpu, tail))
+            print(f"{name}: {elapsed:.1f} s wall, {cpu:.1f} s CPU ({tail})", flush=True)
         suites[name] = runs
     if args.output:
         lines = [
             "# How long the suite takes", "",
-            f"Machine: {cpu_name()}, {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}. "
+            f"{datetime.date.today()}. Machine: {cpu_name()}, {os.cpu_count()} cores, {platform.platform()}, "
+            f"Python {platform.python_version()}. "
             f"Command: `python benchmarks/suite_time.py --runs {args.runs} --output {args.output}`.", "",
             "## Framework imports (median of fresh processes, minus Python's own start-up)", "",
             "Paid once per process that needs the framework: each of the `-n auto` workers, "
             "and each worker's Keras child process per other backend.", "",
             "| import | seconds |", "|---|---|",
             *(f"| {name} | {seconds:.2f} |" for name, seconds in imports.items()), "",
-            "## The suite, whole process (wall clock)", "",
-            "| command | runs (s) | median (s) | tests |", "|---|---|---|---|",
+            "## The suite, whole process", "",
+            f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} here: when set, as on "
+            "this machine, pytest re-does its assertion rewriting of the plugins' modules (Hypothesis, "
+            "xdist) and of the tests in every process, about 1.5 s per worker.", "",
+            "| command | wall, runs (s) | wall, median (s) | CPU, median (s) | tests |", "|---|---|---|---|---|",
         ]
         for name, runs in suites.items():
-            command = " ".join(COMMANDS[name])
-            lines.append(f"| {name}: `{command}` | {', '.join(f'{e:.1f}' for e, _ in runs)} "
-                         f"| {statistics.median(e for e, _ in runs):.1f} | {runs[-1][1]} |")
+            command = " ".join(COMMANDS[name]).replace("REPORT", "DIR")
+            lines.append(f"| {name}: `{command}` | {', '.join(f'{e:.1f}' for e, _, _ in runs)} "
+                         f"| {statistics.median(e for e, _, _ in runs):.1f} "
+                         f"| {statistics.median(c for _, c, _ in runs):.1f} | {runs[-1][2]} |")
+        total, by_system = breakdown
+        lines += [
+            "", "## Where the test time goes (last whole-suite run)", "",
+            f"Each test's setup, call and teardown, summed over the workers: {total:.0f} s in all. "
+            "A system's first test also pays its framework's import, or its Keras child's start.", "",
+            "| system (or test module) | tests | seconds | share |", "|---|---|---|---|",
+            *(f"| {key} | {count} | {seconds:.1f} | {seconds / total:.0%} |" for key, seconds, count in by_system),
+        ]
+        families = collections.Counter()
+        for key, seconds, _ in by_system:
+            families[family_of(key)] += seconds
+        lines += ["", "The same by framework stack (all cells and layers of it):", "",
+                  "| systems named | seconds | share |", "|---|---|---|",
+                  *(f"| {family}{'*' if family in FAMILIES else ''} | {seconds:.1f} | {seconds / total:.0%} |"
+                    for family, seconds in families.most_common())]
         Path(args.output).write_text("\n".join(lines) + "\n")
         print(f"wrote {args.output}")
     return 0
