@@ -67,8 +67,6 @@ class ChildProcess:
         self.env = env
         self.process = subprocess.Popen([sys.executable, "-m", "frameworks.child"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ)
-        if not ChildProcess._by_env:
-            atexit.register(ChildProcess.close_all)
 
     def call(self, adapter_name: str, method: str, *args, **kwargs):
         """``method`` of the child's adapter ``adapter_name``; method "__init__" constructs it."""
@@ -96,6 +94,9 @@ class ChildProcess:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+atexit.register(ChildProcess.close_all)
 
 
 class InChildProcess:
