@@ -80,7 +80,7 @@ def family_of(system: str) -> str:
 
 
 def system_of(test_name: str, names: list[str]) -> str:
-    """The adapter a test id is about (its first parameter names it), else the test's module."""
+    """The adapter a test id is about (its first parameter names it), else ""."""
     params = test_name.partition("[")[2]
     return next((n for n in names if params == n + "]" or params.startswith(n + "-")), "")
 
