@@ -235,13 +235,13 @@ def pytest_runtest_makereport(item, call):
     report = yield
     params = getattr(getattr(item, "callspec", None), "params", {})
     if report.failed and (any(k in params for k in FRAMEWORK_FIXTURES) or "framework_pair" in params):
-        system = (" vs ".join(params["framework_pair"]) if "framework_pair" in params
-                  else next(params[k] for k in FRAMEWORK_FIXTURES if k in params))
+        pair = params.get("framework_pair")
+        system = pair[0] if pair else next(params[k] for k in FRAMEWORK_FIXTURES if k in params)
         crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own message, if pytest kept it
         message = crash.message if crash else (report.longreprtext.strip().splitlines() or [""])[-1]
         message = " ".join(message.split())
         report.user_properties.append((PROPERTY, {
-            "kind": "failure", "system": system, "pair": "framework_pair" in params,
+            "kind": "failure", "system": system, "pair": bool(pair), **({"other": pair[1]} if pair else {}),
             "dtype": params.get("dtype", "float32"), "test": item.nodeid,
             "message": message[:300]}))
     return report

@@ -84,7 +84,8 @@ class Summary:
         if record["kind"] == "nonequivalence":
             self.non_equivalences.append(record)
         elif record["kind"] == "pair" or record.get("pair"):
-            key = (f"{record['system']} vs {record['other']}", record["dtype"])
+            # A failed pair test's record names both systems too (conftest's makereport hook).
+            key = (f"{record['system']} vs {record.get('other', '?')}", record["dtype"])
             self.pairs.setdefault(key, Row(*key)).add(record)
         elif record["kind"] == "mutation":  # mutations run in float32 only
             key = (record["system"], "float32")
