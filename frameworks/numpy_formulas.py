@@ -10,17 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import Adapter, Native, NativeSpec, scaled, swapped, transposed
-from reference.params import RNNParams
 from reference.rnn import concatenate_kernels, concatenated_step, rnn_sequence
 
 
 class NumpySplit(Adapter):
-    """Formula 2, h_t = g(W_hh h_{t-1} + W_hx x_t + b): native layout = canonical layout."""
+    """Formula 2, h_t = g(W_hh h_{t-1} + W_hx x_t + b): native layout = canonical layout,
+    in the lecture's names."""
 
     name = "numpy-split"
     cell = "reference.split_step"
+    family = "rnn"
     distributions = ("numpy",)
-    bias_names = ("b_x", "b_h")
+    kept_hidden_biases = ("h",)
     mutations = {
         "W_hx transposed": transposed("W_hx"),
         "W_hh transposed": transposed("W_hh"),
@@ -29,25 +30,29 @@ class NumpySplit(Adapter):
         "b_x doubled": scaled("b_x", 2.0),
     }
 
-    def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
         I, H = input_size, hidden_size
         spec = {"W_hx": ((H, I), "(H, I)"), "W_hh": ((H, H), "(H, H)")}
         if has_bias:
             spec.update(b_x=((H,), "(H,)"), b_h=((H,), "(H,)"))
         return spec
 
-    def to_native(self, params: RNNParams) -> Native:
+    def cell_to_native(self, params, tag: str) -> Native:
         native = {"W_hx": params.W_hx, "W_hh": params.W_hh}
         if params.has_bias:
             native.update(b_x=params.b_x, b_h=params.b_h)
         return native
 
-    def from_native(self, native: Native) -> RNNParams:
-        return RNNParams(native["W_hx"], native["W_hh"], native.get("b_x"), native.get("b_h"))
+    def cell_from_native(self, native: Native, tag: str):
+        return self.params(native["W_hx"], native["W_hh"], native.get("b_x"), native.get("b_h"))
 
-    def run_native(self, native: Native, xs, h0, g: str) -> np.ndarray:
-        self.check_call(native, xs, h0, g)
-        return rnn_sequence(self.from_native(native), xs, h0, g, formula="split")
+    def recurrent_kernel(self, config) -> str:
+        return "W_hh"
+
+    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        h0 = self.cell_state(state, xs.shape[1], H, dtype)["h"]
+        return {"h": rnn_sequence(self.cell_from_native(native, "").replace(activation=g), xs, h0, formula="split")}
 
 
 def _transpose_block(W_h: np.ndarray, hidden_block: bool) -> np.ndarray:
@@ -70,7 +75,7 @@ class LectureConcatenatedLayout(Adapter):
     the way back returns b_x = b, b_h = 0: lossy unless b_h was zero.
     """
 
-    bias_names = ("b",)
+    family = "rnn"
     mutations = {
         "input columns first in W_h (wrong concatenation order)":
             lambda n: {**n, "W_h": np.roll(n["W_h"], -n["W_h"].shape[0], axis=1)},
@@ -79,25 +84,29 @@ class LectureConcatenatedLayout(Adapter):
         "b dropped": scaled("b", 0.0),
         "b doubled": scaled("b", 2.0),
     }
+    hidden_axis = 0
 
-    def native_spec(self, input_size: int, hidden_size: int, has_bias: bool) -> NativeSpec:
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
         I, H = input_size, hidden_size
         spec = {"W_h": ((H, H + I), "(H, H+I)")}
         if has_bias:
             spec["b"] = ((H,), "(H,)")
         return spec
 
-    def to_native(self, params: RNNParams) -> Native:
+    def cell_to_native(self, params, tag: str) -> Native:
         native = {"W_h": concatenate_kernels(params.W_hh, params.W_hx)}
         if params.has_bias:
             native["b"] = params.b
         return native
 
-    def from_native(self, native: Native) -> RNNParams:
+    def cell_from_native(self, native: Native, tag: str):
         W_h = np.asarray(native["W_h"])
         H = W_h.shape[0]
         b = native.get("b")
-        return RNNParams(W_h[:, H:], W_h[:, :H], b, None if b is None else np.zeros_like(b))
+        return self.params(W_h[:, H:], W_h[:, :H], b, None if b is None else np.zeros_like(b))
+
+    def recurrent_kernel(self, config) -> str:
+        return "W_h"  # (H, H+I): its rows are the hidden size
 
 
 class NumpyConcatenated(LectureConcatenatedLayout):
@@ -107,10 +116,10 @@ class NumpyConcatenated(LectureConcatenatedLayout):
     cell = "reference.concatenated_step"
     distributions = ("numpy",)
 
-    def run_native(self, native: Native, xs, h0, g: str) -> np.ndarray:
-        self.check_call(native, xs, h0, g)
-        h, outputs = h0.T, []
+    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        h, outputs = self.cell_state(state, xs.shape[1], H, dtype)["h"].T, []
         for x in xs:
             h = concatenated_step(native["W_h"], h, x.T, native.get("b"), g)
             outputs.append(h.T)
-        return np.stack(outputs)
+        return {"h": np.stack(outputs)}

@@ -10,47 +10,50 @@ arithmetic (2**-24 for float32, 2**-53 for float64) and
 
     gamma_n = n u / (1 - n u).
 
-One RNN step computes the pre-activation
+Every cell of the family is built from three operations, and each carries an
+exact value (float64, from the exact data) together with a bound on how far
+the computed value may be from it (``Approx``):
 
-    z_t = W_hh h_{t-1} + W_hx x_t + b_x + b_h,
+- an affine sum, sum_k W_k v_k + biases, of n terms (the products and the
+  biases): computed in floating point in *any* order, blocked or not, with or
+  without fused multiply-adds, and with the biases added first or last,
 
-a sum of n = H + I + 2 terms (H + I products, two biases). Computed in
-floating point in *any* order, blocked or not, with or without fused
-multiply-adds, and with the two biases added first or last, the result obeys
+      |fl(z) - z| <= gamma_n * sum_k |W_k| (|v_k| + e_k) + sum_k |W_k| e_k,
 
-    |fl(z_t) - z_t| <= gamma_n * S_t,   S_t = |W_hh| |h_{t-1}| + |W_hx| |x_t| + |b_x| + |b_h|.
+  the first term its own rounding, the second the errors e_k already in its
+  operands. This is why one bound serves both of the lecture's formulas and
+  every framework: the concatenated kernel W_h [h; x] and the split
+  W_hh h + W_hx x add the same n = H + I (+ 2 biases) terms, in other orders;
+  a framework with one summed bias adds the same value in one term fewer.
+- an activation g: e_out = L * e_in + k_g * eps, where L is the largest slope
+  |g'| on [z - e_in, z + e_in] (exact, not a first-order estimate: see
+  ``reference.activations.max_slope``), eps = 2u is one ulp at 1.0, and k_g the
+  accuracy we assume of the library's g: 4 ulps for tanh and sigmoid, absolute
+  (|g| <= 1, and some implementations, sigmoid as (1 + tanh(z/2)) / 2 or Eigen's
+  rational approximations, are accurate in absolute rather than relative terms;
+  checked on every framework by test_activation_accuracy_assumed_by_the_error_model);
+  0 for relu and identity, which round nothing beyond their argument.
+- a product or sum of two computed values a, b: |a| e_b + |b| e_a + e_a e_b
+  (product) or e_a + e_b (sum), plus one rounding of the result, u * (|result| +
+  the propagated error).
 
-This is why one bound serves both formulas and every framework: the
-concatenated kernel W_h [h; x] and the split W_hh h + W_hx x add the same n
-terms, in different orders.
+The vanilla cell is one affine sum and one activation per step,
 
-Errors carry over from step to step: the framework feeds its own computed
-state back in, off by e_{t-1}, so
+    e_t = L_t * (gamma_n * S_t + |W_hh| e_{t-1} + |W_hx| e_x) + k_g * eps,
+    S_t = |W_hh| (|h_{t-1}| + e_{t-1}) + |W_hx| (|x_t| + e_x) + |b_x| + |b_h|,
 
-    e_z(t) = gamma_n * S_t + |W_hh| e_{t-1}        (S_t taken at |h_{t-1}| + e_{t-1})
-
-and the activation g turns that into a state error
-
-    e_t = L_t * e_z(t) + k_g * eps.
-
-L_t is the largest slope |g'| on [z_t - e_z(t), z_t + e_z(t)] (exact, not a
-first-order estimate: see ``reference.activations.max_slope``). eps = 2u is
-one ulp at 1.0, and k_g is the accuracy we assume of the library's g:
-k_g = 4 ulps for tanh and sigmoid, absolute, because |g| <= 1 and some
-implementations (sigmoid as (1 + tanh(z/2)) / 2, rational approximations in
-Eigen) are accurate in absolute rather than relative terms; k_g = 0 for relu
-and identity, which round nothing beyond the sum. The inputs and weights are
-exact float32 values (see ``RNNParams.random``), so no rounding of the data
-enters.
+and the gated cells are written operation by operation below, reading like
+``reference.gated``. Errors carry over from step to step because a framework
+feeds its own computed state back in. A stacked layer reads the layer below's
+computed outputs, so their bound is its input error e_x; ``reference.stack.drive``
+carries values and bounds through layers and directions exactly as it carries
+the reference. The inputs and weights are exact float32 values
+(``CellParams.random``), so no rounding of the data enters.
 
 The bound is a worst case; typical errors grow like sqrt(n) u, not n u, so
-measured ratios of 0.01 to 0.1 are normal. What matters is that a wrong
-weight mapping changes h by O(0.1 to 1), four or more orders of magnitude
-above any bound here, and that a correct one never exceeds it.
-
-Stacked layers (``stack_error_bound``) read the layer below's computed
-outputs, so that layer's bound enters the next as an input error, through
-|W_hx| exactly as the state error enters through |W_hh|.
+measured ratios of 0.01 to 0.1 are normal. What matters is that a wrong weight
+mapping changes h by O(0.1 to 1), four or more orders of magnitude above any
+bound here, and that a correct one never exceeds it.
 
 Comparing two computed results, each has its own error, so the allowed
 difference is the sum of both bounds (``pair_bound``); against the float64
@@ -59,11 +62,14 @@ reference that adds the (tiny) float64 bound.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 import numpy as np
 
 from reference.activations import activation, max_slope
-from reference.params import RNNParams
-from reference.rnn import rnn_sequence
+from reference.params import CellParams
+from reference.stack import StackParams, drive
 
 UNIT_ROUNDOFF = {
     "float32": 2.0**-24,
@@ -81,67 +87,149 @@ def gamma(n: int, u: float) -> float:
     return n * u / (1 - n * u)
 
 
-def error_bound(params: RNNParams, xs, h0, g: str, dtype: str, input_error=None) -> np.ndarray:
-    """Elementwise bound on |h_t computed in ``dtype`` - exact h_t|, shape (T, batch, H).
+@dataclass(frozen=True)
+class Approx:
+    """An exact value and a bound on |computed - exact|, elementwise, with the same shape."""
 
-    ``params``, ``xs`` and ``h0`` are the exact data (converted to float64 here;
-    the bound itself is evaluated in float64, whose own rounding is orders
-    of magnitude below the float32 terms it bounds). ``input_error`` bounds
-    an error already in the inputs, as when a stacked layer reads the
-    computed outputs of the layer below; it enters like the state error,
-    through |W_hx|.
-    """
-    u = UNIT_ROUNDOFF[dtype]
-    eps = 2 * u
-    p = params.astype(np.float64)
-    xs = np.asarray(xs, np.float64)
-    x_errors = np.zeros_like(xs) if input_error is None else np.asarray(input_error, np.float64)
-    h = np.asarray(h0, np.float64).T  # columns, as in the reference
-    n = p.input_size + p.hidden_size + 2
-    gamma_n = gamma(n, u)
-    abs_W_hh, abs_W_hx = np.abs(p.W_hh), np.abs(p.W_hx)
-    abs_b = 0.0 if p.b_x is None else (np.abs(p.b_x) + np.abs(p.b_h))[:, None]
-    b = 0.0 if p.b_x is None else p.b[:, None]
-    g_fn = activation(g)
-    e = np.zeros_like(h)
-    bounds = []
-    for x, e_x in zip(xs, x_errors):
-        x, e_x = x.T, e_x.T
-        z = p.W_hh @ h + p.W_hx @ x + b
-        S = abs_W_hh @ (np.abs(h) + e) + abs_W_hx @ (np.abs(x) + e_x) + abs_b
-        e_z = gamma_n * S + abs_W_hh @ e + abs_W_hx @ e_x
-        e = max_slope(g, z - e_z, z + e_z) * e_z + ACTIVATION_ULPS[g] * eps
-        h = g_fn(z)
-        bounds.append(e.T)
-    return np.stack(bounds)
+    value: np.ndarray
+    error: np.ndarray
+
+    @property
+    def magnitude(self) -> np.ndarray:
+        """Bound on |computed|."""
+        return np.abs(self.value) + self.error
+
+    @property
+    def T(self) -> "Approx":
+        return Approx(self.value.T, self.error.T)
+
+    # Slicing, concatenation and stacking, as ``reference.stack.drive`` does to arrays.
+    def __getitem__(self, index) -> "Approx":
+        return Approx(self.value[index], self.error[index])
+
+    @staticmethod
+    def concatenate(parts) -> "Approx":
+        return Approx(np.concatenate([p.value for p in parts], axis=-1),
+                      np.concatenate([p.error for p in parts], axis=-1))
+
+    @staticmethod
+    def stack(parts) -> "Approx":
+        return Approx(np.stack([p.value for p in parts]), np.stack([p.error for p in parts]))
 
 
-def stack_error_bound(stack, xs, h0, g: str, dtype: str):
-    """Bounds for ``reference.stack.rnn_stack``: (outputs (T, batch, D*H), h_n (L*D, batch, H)).
-
-    Each layer reads the layer below's computed outputs, so their bound is
-    this layer's input error. A backward direction is the forward bound on
-    the time-reversed sequence, put back in time order, as in the reference.
-    """
-    xs = np.asarray(xs, np.float64)
-    D = stack.num_directions
-    if h0 is None:
-        h0 = np.zeros((stack.num_layers * D, xs.shape[1], stack.hidden_size))
-    h0 = np.asarray(h0, np.float64)
-    layer_input, input_error, finals = xs, np.zeros_like(xs), []
-    for k, layer in enumerate(stack.layers):
-        values, errors = [], []
-        for d, params in enumerate(layer):
-            order = slice(None) if d == 0 else slice(None, None, -1)
-            hs = rnn_sequence(params.astype(np.float64), layer_input[order], h0[k * D + d], g)[order]
-            bound = error_bound(params, layer_input[order], h0[k * D + d], g, dtype, input_error[order])[order]
-            values.append(hs)
-            errors.append(bound)
-            finals.append(bound[-1] if d == 0 else bound[0])
-        layer_input, input_error = np.concatenate(values, axis=-1), np.concatenate(errors, axis=-1)
-    return input_error, np.stack(finals)
+def exact(value) -> Approx:
+    value = np.asarray(value, np.float64)
+    return Approx(value, np.zeros_like(value))
 
 
-def pair_bound(bound_a: np.ndarray, bound_b: np.ndarray) -> np.ndarray:
-    """Allowed |a - b| when a and b each lie within their own bound of the exact result."""
+class Arithmetic:
+    """The three operations of the model on ``Approx`` values, for unit roundoff u."""
+
+    def __init__(self, dtype: str):
+        self.u = UNIT_ROUNDOFF[dtype]
+
+    def affine(self, products, biases) -> Approx:
+        """sum_k W_k v_k + sum biases, as one sum of n terms in any order."""
+        n = sum(W.shape[1] for W, _ in products) + len(biases)
+        value = sum(W @ v.value for W, v in products) + sum(b[:, None] for b in biases)
+        magnitude = sum(np.abs(W) @ v.magnitude for W, v in products) + sum(np.abs(b)[:, None] for b in biases)
+        propagated = sum(np.abs(W) @ v.error for W, v in products)
+        return Approx(value, gamma(n, self.u) * magnitude + propagated)
+
+    def act(self, g: str, a: Approx) -> Approx:
+        slope = max_slope(g, a.value - a.error, a.value + a.error)
+        return Approx(activation(g)(a.value), slope * a.error + ACTIVATION_ULPS[g] * 2 * self.u)
+
+    def mul(self, a: Approx, b: Approx) -> Approx:
+        error = np.abs(a.value) * b.error + np.abs(b.value) * a.error + a.error * b.error
+        return Approx(a.value * b.value, error + self.u * (np.abs(a.value * b.value) + error))
+
+    def add(self, a: Approx, b: Approx, sign: float = 1.0) -> Approx:
+        error = a.error + b.error
+        value = a.value + sign * b.value
+        return Approx(value, error + self.u * (np.abs(value) + error))
+
+    def one_minus(self, a: Approx) -> Approx:
+        return self.add(exact(np.ones_like(a.value)), a, sign=-1.0)
+
+
+def _biases(p: CellParams, k: int, extra=()):
+    """Gate k's biases as separate terms of its sum (none for a bias-free cell)."""
+    if not p.has_bias:
+        return list(extra)
+    H = p.hidden_size
+    return [p.b_x[k * H:(k + 1) * H], p.b_h[k * H:(k + 1) * H], *extra]
+
+
+def rnn_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
+    return {"h": ar.act(p.activation, ar.affine([(p.W_x, x), (p.W_h, state["h"])], _biases(p, 0)))}
+
+
+def lstm_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
+    """``forget_bias``: a constant the cell adds to the f gate in its forward pass (TF1), which the
+    mapping folds out of the stored bias: two more roundings in that sum, counted as two more
+    terms of magnitude |forget_bias|."""
+    h, c = state["h"], state["c"]
+    W_x, W_h = np.split(p.W_x, 4), np.split(p.W_h, 4)
+    folded = [np.full(p.hidden_size, forget_bias), np.full(p.hidden_size, -forget_bias)] if forget_bias else []
+    a = [ar.affine([(W_x[k], x), (W_h[k], h)], _biases(p, k, folded if k == 1 else ())) for k in range(4)]
+    i, f, g, o = ar.act("sigmoid", a[0]), ar.act("sigmoid", a[1]), ar.act("tanh", a[2]), ar.act("sigmoid", a[3])
+    c = ar.add(ar.mul(f, c), ar.mul(i, g))
+    return {"h": ar.mul(o, ar.act("tanh", c)), "c": c}
+
+
+def gru_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
+    """The update is written (1 - z) n + z h (PyTorch's docs, Keras) or n + z (h - n)
+    (PyTorch's fused kernel); the bound covers both."""
+    h = state["h"]
+    (W_xr, W_xz, W_xn), (W_hr, W_hz, W_hn) = np.split(p.W_x, 3), np.split(p.W_h, 3)
+    b_r, b_z, b_n = (_biases(p, k) for k in range(3))
+    r = ar.act("sigmoid", ar.affine([(W_xr, x), (W_hr, h)], b_r))
+    z = ar.act("sigmoid", ar.affine([(W_xz, x), (W_hz, h)], b_z))
+    if p.variant == "reset_after":
+        inner = ar.mul(r, ar.affine([(W_hn, h)], b_n[1:]))
+        n = ar.act("tanh", ar.add(ar.affine([(W_xn, x)], b_n[:1]), inner))
+    else:
+        n = ar.act("tanh", ar.affine([(W_xn, x), (W_hn, ar.mul(r, h))], b_n))
+    h_next = ar.add(ar.mul(ar.one_minus(z), n), ar.mul(z, h))
+    # Another order of the same update, n + z (h - n), propagates errors in n, z and h
+    # alike (same function, same derivatives) but rounds other intermediates: allow
+    # three more roundings of the largest of them.
+    other_order = 3 * ar.u * (np.abs(n.value) + np.abs(h.value) + np.abs(z.value * (h.value - n.value)))
+    return {"h": Approx(h_next.value, h_next.error + other_order)}
+
+
+STEPS = {"rnn": rnn_step, "lstm": lstm_step, "gru": gru_step}
+
+
+def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, state) -> dict:
+    """One direction, forward: {"h": Approx (T, batch, H), ...}, like ``reference.cells.sequence``."""
+    ar = Arithmetic(dtype)
+    p = p.astype(np.float64)
+    batch = xs.value.shape[1]
+    keys = ("h", "c") if p.family == "lstm" else ("h",)
+    state = {key: (exact(np.zeros((batch, p.hidden_size))) if state is None else state[key]).T for key in keys}
+    trace = {key: [] for key in keys}
+    for t in range(xs.value.shape[0]):
+        state = STEPS[p.family](ar, p, xs[t].T, state, forget_bias)
+        for key in keys:
+            trace[key].append(state[key].T)
+    return {key: Approx.stack(values) for key, values in trace.items()}
+
+
+def reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0):
+    """The exact results of ``reference.stack.run_stack`` (in float64, from the exact data) and
+    bounds on |computed in ``dtype`` - exact|, as two dicts with the same keys."""
+    stack = StackParams.of(stack)
+    xs = exact(xs)
+    state = None if state is None else {key: exact(value) for key, value in state.items()}
+    approx = drive(stack, xs, state, partial(_bound_sequence, dtype, forget_bias))
+    return {k: a.value for k, a in approx.items()}, {k: a.error for k, a in approx.items()}
+
+
+def pair_bound(bound_a, bound_b):
+    """Allowed |a - b| when a and b each lie within their own bound of the exact result
+    (elementwise; dicts of bounds key by key)."""
+    if isinstance(bound_a, dict):
+        return {key: bound_a[key] + bound_b[key] for key in bound_a}
     return bound_a + bound_b

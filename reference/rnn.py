@@ -10,8 +10,11 @@ Formula 2, two kernels:
 
 The step functions use the lecture's convention, column vectors: ``h_prev``
 is (H, batch) and ``x`` is (I, batch), one column per batch element. The
-sequence functions take the batch-first arrays that frameworks use, (T, batch,
-I) and (batch, H), and transpose at the boundary.
+sequence function takes the batch-first arrays that frameworks use, (T, batch,
+I) and (batch, H), and transposes at the boundary.
+
+These are the one-gate case of the family in ``reference.cells``: the
+reference runs formula 2 (``split_step``) for every vanilla cell.
 
 Arithmetic happens in the dtype of the arguments, so the same code serves as
 the float64 reference and as a float32 NumPy implementation.
@@ -22,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from reference.activations import activation
-from reference.params import RNNParams
+from reference.params import CellParams
 
 FORMULAS = ("concatenated", "split")
 
@@ -49,36 +52,21 @@ def split_step(W_hh, W_hx, h_prev, x, b=None, g="tanh"):
     return activation(g)(z)
 
 
-def _check_sequence(params: RNNParams, xs, h0):
-    xs = np.asarray(xs)
-    if xs.ndim != 3 or xs.shape[2] != params.input_size:
-        raise ValueError(
-            f"xs: expected shape (T, batch, I) with I={params.input_size}, got {xs.shape}"
-        )
-    if xs.dtype != params.dtype:
-        raise TypeError(f"xs: expected dtype {params.dtype} (the parameters' dtype), got {xs.dtype}")
-    batch = xs.shape[1]
-    if h0 is None:
-        return xs, np.zeros((batch, params.hidden_size), params.dtype)
-    h0 = np.asarray(h0)
-    if h0.shape != (batch, params.hidden_size):
-        raise ValueError(f"h0: expected shape (batch, H) = ({batch}, {params.hidden_size}), got {h0.shape}")
-    if h0.dtype != params.dtype:
-        raise TypeError(f"h0: expected dtype {params.dtype} (the parameters' dtype), got {h0.dtype}")
-    return xs, h0
+def rnn_sequence(params: CellParams, xs, h0=None, formula="split") -> np.ndarray:
+    """Run T steps of a vanilla cell from ``h0`` (batch, H) (zeros if None); every h_t as (T, batch, H).
 
-
-def rnn_sequence(params: RNNParams, xs, h0=None, g="tanh", formula="split") -> np.ndarray:
-    """Run T steps from ``h0`` (zeros if None); return every h_t as (T, batch, H).
-
-    ``xs`` is (T, batch, I); ``formula`` is "concatenated" or "split".
+    ``xs`` is (T, batch, I); ``formula`` is "concatenated" or "split"; g is the cell's activation.
     """
+    from reference.cells import check_sequence
+
     if formula not in FORMULAS:
         raise ValueError(f"unknown formula {formula!r}; expected one of {FORMULAS}")
-    xs, h0 = _check_sequence(params, xs, h0)
-    b = params.b  # the lecture's single bias, b = b_x + b_h
+    if params.family != "rnn":
+        raise ValueError(f"the lecture's formulas are a vanilla RNN's; got a {params.family} cell")
+    xs, state = check_sequence(params, xs, None if h0 is None else {"h": h0})
+    b, g = params.b, params.activation  # the lecture's single bias, b = b_x + b_h
     W_h = concatenate_kernels(params.W_hh, params.W_hx)
-    h = h0.T  # columns from here on, as in the lecture
+    h = state["h"].T  # columns from here on, as in the lecture
     outputs = []
     for x in xs:
         if formula == "concatenated":
@@ -87,8 +75,3 @@ def rnn_sequence(params: RNNParams, xs, h0=None, g="tanh", formula="split") -> n
             h = split_step(params.W_hh, params.W_hx, h, x.T, b, g)
         outputs.append(h.T)
     return np.stack(outputs)
-
-
-def rnn_step(params: RNNParams, x, h_prev=None, g="tanh", formula="split") -> np.ndarray:
-    """One step on batch-first arrays: ``x`` (batch, I), ``h_prev`` (batch, H) -> (batch, H)."""
-    return rnn_sequence(params, np.asarray(x)[None], h_prev, g, formula)[0]

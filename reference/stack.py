@@ -1,15 +1,20 @@
-"""Sequence layers: stacked and bidirectional vanilla RNNs, built from the lecture's cell.
+"""Stacks of cells, and the one driver of layers and directions.
 
-Conventions (PyTorch's ``nn.RNN``, which ONNX and Keras ``Bidirectional`` share):
+Conventions (PyTorch's ``nn.RNN``/``nn.LSTM``/``nn.GRU``, which ONNX and Keras
+``Bidirectional`` share):
 
 - Layer 0 reads the inputs x_t (size I). Layer k > 0 reads the outputs of layer
   k - 1, the concatenation [forward h_t, backward h_t] (size D*H, D = 1 or 2
   directions).
 - The backward direction runs the cell over x_T, ..., x_1 and its outputs are
   put back in input time order, so output t of both directions belongs to x_t.
-- Final states: one per layer and direction, ordered layer-major
+- Initial and final states: one per layer and direction, ordered layer-major
   (layer 0 forward, layer 0 backward, layer 1 forward, ...), shape (L*D, batch, H).
   The backward direction's final state is its state after reading x_1.
+
+A single cell unrolled over a sequence is the one-layer, one-direction stack.
+``drive`` is written once and serves the reference (on arrays) and the error
+bounds (on ``harness.bounds.Approx`` values, which slice and concatenate alike).
 """
 
 from __future__ import annotations
@@ -18,17 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.params import RNNParams
-from reference.rnn import rnn_sequence
+from reference.cells import sequence, state_keys
+from reference.params import CellParams
 
-FORWARD, BACKWARD = 0, 1
+DIRECTIONS = ("forward", "backward")
 
 
 @dataclass(frozen=True, eq=False)
-class StackedRNNParams:
-    """``layers[k][d]``: canonical parameters of layer k, direction d (0 forward, 1 backward)."""
+class StackParams:
+    """``layers[k][d]``: the canonical parameters of layer k, direction d (0 forward, 1 backward)."""
 
-    layers: tuple[tuple[RNNParams, ...], ...]
+    layers: tuple[tuple[CellParams, ...], ...]
 
     def __post_init__(self):
         layers = tuple(tuple(layer) for layer in self.layers)
@@ -42,17 +47,23 @@ class StackedRNNParams:
         for k, layer in enumerate(layers):
             expected_input = first.input_size if k == 0 else D * H
             for d, params in enumerate(layer):
-                where = f"layer {k} {'backward' if d else 'forward'}"
+                where = f"layer {k} {DIRECTIONS[d]}"
                 if params.hidden_size != H:
                     raise ValueError(f"{where}: expected hidden size H={H}, got {params.hidden_size}")
                 if params.input_size != expected_input:
                     source = "the inputs" if k == 0 else f"D*H={D}*{H} from layer {k - 1}"
-                    raise ValueError(f"{where}: W_hx: expected input size {expected_input} ({source}), "
-                                     f"got {params.input_size}")
-                if params.dtype != first.dtype or params.has_bias != first.has_bias:
-                    raise TypeError(f"{where}: expected dtype {first.dtype} and bias={first.has_bias} "
-                                    f"like layer 0, got {params.dtype} and bias={params.has_bias}")
+                    raise ValueError(f"{where}: {params._symbols()['W_x']}: expected input size {expected_input} "
+                                     f"({source}), got {params.input_size}")
+                same = (params.dtype, params.has_bias, params.kind)
+                if same != (first.dtype, first.has_bias, first.kind):
+                    raise TypeError(f"{where}: expected dtype, bias and cell {(str(first.dtype), first.has_bias, first.kind)}"
+                                    f" like layer 0, got {(str(params.dtype), params.has_bias, params.kind)}")
         object.__setattr__(self, "layers", layers)
+
+    @classmethod
+    def of(cls, params) -> "StackParams":
+        """``params`` as a stack: a single cell becomes the one-layer, one-direction stack."""
+        return params if isinstance(params, StackParams) else cls([[params]])
 
     @property
     def num_layers(self) -> int:
@@ -67,20 +78,16 @@ class StackedRNNParams:
         return self.num_directions == 2
 
     @property
-    def input_size(self) -> int:
-        return self.layers[0][0].input_size
+    def first(self) -> CellParams:
+        return self.layers[0][0]
 
-    @property
-    def hidden_size(self) -> int:
-        return self.layers[0][0].hidden_size
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.layers[0][0].dtype
-
-    @property
-    def has_bias(self) -> bool:
-        return self.layers[0][0].has_bias
+    def __getattr__(self, name):
+        # family, activation, variant, kind, input_size, hidden_size, dtype, has_bias: layer 0's,
+        # which the checks above make every layer's.
+        if name in ("family", "activation", "variant", "kind", "gates", "input_size", "hidden_size", "dtype",
+                    "has_bias"):
+            return getattr(self.layers[0][0], name)
+        raise AttributeError(name)
 
     def cells(self):
         """(layer, direction, params) in the layer-major order of the final states."""
@@ -88,51 +95,71 @@ class StackedRNNParams:
             for d, params in enumerate(layer):
                 yield k, d, params
 
-    def map(self, fn) -> "StackedRNNParams":
-        return StackedRNNParams(tuple(tuple(fn(p) for p in layer) for layer in self.layers))
+    def map(self, fn) -> "StackParams":
+        return StackParams(tuple(tuple(fn(p) for p in layer) for layer in self.layers))
 
-    def astype(self, dtype) -> "StackedRNNParams":
+    def astype(self, dtype) -> "StackParams":
         return self.map(lambda p: p.astype(dtype))
 
     @classmethod
-    def random(cls, input_size, hidden_size, num_layers, bidirectional, seed, dtype=np.float64, bias=True):
+    def random(cls, family, input_size, hidden_size, num_layers=1, bidirectional=False, seed=0,
+               dtype=np.float64, bias=True, activation="", variant="") -> "StackParams":
         D = 2 if bidirectional else 1
         layers = []
         for k in range(num_layers):
             layer_input = input_size if k == 0 else D * hidden_size
-            layer = [RNNParams.random(layer_input, hidden_size, seed=[seed, k, d], dtype=dtype) for d in range(D)]
+            layer = [CellParams.random(family, layer_input, hidden_size, [seed, k, d], dtype, activation, variant)
+                     for d in range(D)]
             layers.append([p if bias else p.without_bias() for p in layer])
         return cls(layers)
 
 
-def run_direction(params: RNNParams, xs, h0, g, direction, step=rnn_sequence):
-    """One direction of one layer; outputs in input time order (T, batch, H).
+def _concatenate(parts):
+    return type(parts[0]).concatenate(parts) if hasattr(parts[0], "concatenate") else np.concatenate(parts, axis=-1)
 
-    ``step`` computes a forward sequence; the error bound passes its own.
+
+def _stack(parts):
+    return type(parts[0]).stack(parts) if hasattr(parts[0], "stack") else np.stack(parts)
+
+
+def drive(stack: StackParams, xs, state, run_sequence) -> dict:
+    """Run every layer and direction of ``stack`` over ``xs`` (T, batch, I).
+
+    ``state``: {"h": (L*D, batch, H), "c": ...} or None (zeros); ``run_sequence(params, xs, state)``
+    runs one direction forward from a {"h": (batch, H), ...} state (or None) and returns
+    {"h": (T, batch, H), ...}. Returns the layer's canonical results:
+
+        output    (T, batch, D*H)  the top layer's h_t, directions concatenated
+        h_n       (L*D, batch, H)  every layer's and direction's final h
+        c_n, c_output              the same for c (LSTM)
     """
-    if direction == FORWARD:
-        return step(params, xs, h0, g)
-    return step(params, xs[::-1], h0, g)[::-1]
-
-
-def rnn_stack(stack: StackedRNNParams, xs, h0=None, g="tanh"):
-    """Run the stack over ``xs`` (T, batch, I) from ``h0`` (L*D, batch, H) or zeros.
-
-    Returns ``(outputs, h_n)``: the last layer's outputs (T, batch, D*H) and the
-    final state of every layer and direction (L*D, batch, H).
-    """
-    xs = np.asarray(xs)
     D = stack.num_directions
-    expected_h0 = (stack.num_layers * D, xs.shape[1] if xs.ndim == 3 else None, stack.hidden_size)
-    if h0 is not None and np.shape(h0) != expected_h0:
-        raise ValueError(f"h0: expected shape (num_layers*num_directions, batch, H) = {expected_h0}, "
-                         f"got {np.shape(h0)}")
-    layer_input, finals = xs, []
+    layer_input, finals, top = xs, {key: [] for key in state_keys(stack.family)}, {}
     for k, layer in enumerate(stack.layers):
-        outputs = []
+        traces = []
         for d, params in enumerate(layer):
-            hs = run_direction(params, layer_input, None if h0 is None else h0[k * D + d], g, d)
-            outputs.append(hs)
-            finals.append(hs[-1] if d == FORWARD else hs[0])
-        layer_input = np.concatenate(outputs, axis=-1)
-    return layer_input, np.stack(finals)
+            order = slice(None) if d == 0 else slice(None, None, -1)  # backward: read reversed, report in order
+            initial = None if state is None else {key: value[k * D + d] for key, value in state.items()}
+            trace = {key: value[order] for key, value in run_sequence(params, layer_input[order], initial).items()}
+            traces.append(trace)
+            for key, value in trace.items():
+                finals[key].append(value[-1] if d == 0 else value[0])
+        top = {key: _concatenate([trace[key] for trace in traces]) for key in traces[0]}
+        layer_input = top["h"]
+    result = {"output": top["h"], "h_n": _stack(finals["h"])}
+    if "c" in top:
+        result.update(c_output=top["c"], c_n=_stack(finals["c"]))
+    return result
+
+
+def run_stack(stack, xs, state=None) -> dict:
+    """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over ``reference.cells``."""
+    stack = StackParams.of(stack)
+    xs = np.asarray(xs)
+    if state is not None:
+        expected = (stack.num_layers * stack.num_directions, xs.shape[1] if xs.ndim == 3 else None, stack.hidden_size)
+        for key, value in state.items():
+            if np.shape(value) != expected:
+                raise ValueError(f"{key}0: expected shape (num_layers*num_directions, batch, H) = {expected}, "
+                                 f"got {np.shape(value)}")
+    return drive(stack, xs, state, sequence)
