@@ -21,7 +21,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
-from harness.summary import PROPERTY, Summary  # noqa: E402
+from harness.cases import cases_for, mutation_cases, pair_cases  # noqa: E402
+from harness.summary import Summary  # noqa: E402
+
+pytest_plugins = ["harness.records"]  # a failing test is a record; the ``record`` fixture
 
 SELECTION = pytest.StashKey[selection_mod.Selection]()
 
@@ -46,7 +49,7 @@ def pytest_configure(config):
     config.stash[SELECTION] = selection
     config.addinivalue_line(
         "markers",
-        "only_adapters(predicate): generate the test only for adapter classes where predicate(cls) is true",
+        "applies_to(predicate): generate the test only for the systems whose adapter class satisfies predicate(cls)",
     )
     config.addinivalue_line(
         "markers",
@@ -111,48 +114,61 @@ def pytest_report_header(config):
 
 
 def pytest_generate_tests(metafunc):
-    """Give each framework x activation x dtype its own test id, only for what the framework supports.
+    """Give each system x activation x dtype x case its own test id, only where the system applies.
 
-    ``framework`` (cells), ``layer_framework`` (sequence layers), ``gated_framework``
-    (LSTM and GRU cells) and ``gated_layer_framework`` (their layers) may come
-    with ``g`` (activation), ``dtype``, ``config`` (a layer's configurations) and
-    ``mutation`` (a deliberately wrong mapping the adapter declares);
-    ``framework_pair`` pairs each selected cell adapter with an anchor.
+    ``system`` (any adapter) may come with ``g`` (activation, "default" for a gated cell),
+    ``dtype``, ``case`` (``harness.cases.cases_for``: the system's shapes and configurations),
+    ``mutation_case`` and ``mutation`` (a deliberately wrong mapping the system declares).
+    ``applies_to(predicate)`` keeps the systems whose class attributes make the test apply.
+    ``system_pair`` pairs each selected cell with the anchor of its family member.
     """
     names = metafunc.config.stash[SELECTION].names
-    only = metafunc.definition.get_closest_marker("only_adapters")
     fixtures = metafunc.fixturenames
-    for fixture, kind in (("framework", "cell"), ("layer_framework", "layer"), ("gated_framework", "gated"),
-                          ("gated_layer_framework", "gated-layer")):
-        if fixture not in fixtures:
-            continue
-        argnames = [a for a in (fixture, "g", "dtype", "config", "mutation") if a in fixtures]
+    if "system" in fixtures:
+        argnames = [a for a in ("system", "g", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
+        marker = metafunc.definition.get_closest_marker("known_issues")
+        scope = marker.args[0] if marker and marker.args else "reference"
         combos = []
-        for name in names:
-            cls = adapter_class(name)
-            if cls.kind != kind or (only is not None and not only.args[0](cls)):
-                continue
-            axes = {fixture: [name], "g": cls.activations, "dtype": cls.dtypes,
-                    "config": getattr(cls, "configs", ()), "mutation": list(cls.mutations)}
-            marker = metafunc.definition.get_closest_marker("known_issues")
-            scope = marker.args[0] if marker and marker.args else "reference"
+        for cls in applicable(metafunc, names):
             known = cls.known_issues if marker and scope in cls.known_issue_scopes else {}
-            combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
-                       for c in itertools.product(*(axes[a] for a in argnames))]
+            for g in cls.activations if {"g", "case"} & set(argnames) else [None]:
+                axes = {"system": [cls.name], "g": [g], "dtype": cls.dtypes,
+                        "case": cases_for(cls, g) if "case" in argnames else [None],
+                        "mutation_case": mutation_cases(cls) if "mutation_case" in argnames else [None],
+                        "mutation": list(cls.mutations)}
+                combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
+                           for c in itertools.product(*(axes[a] for a in argnames))]
         metafunc.parametrize(argnames, combos)
-    if "framework_pair" in fixtures:
-        # Every cell against one anchor (PyTorch's, whose layout is the canonical one),
-        # not every pair: each is already within its bound of the reference, and n - 1
-        # pairs show the same thing as n (n - 1) / 2 in a table one can read.
-        cells = [name for name in names if adapter_class(name).kind == "cell"]
-        anchor = "torch" if "torch" in cells else (cells[0] if cells else None)
-        pairs = [(anchor, name) for name in cells if name != anchor]
-        metafunc.parametrize("framework_pair", pairs, ids=[f"{a}-vs-{b}" for a, b in pairs])
+    if "system_pair" in fixtures:
+        combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}")
+                  for a, b in anchored_pairs([cls for cls in applicable(metafunc, names) if not cls.layer])
+                  for case in pair_cases(adapter_class(a), adapter_class(b))]
+        metafunc.parametrize(("system_pair", "pair_case"), combos)
+
+
+def applicable(metafunc, names):
+    """The selected adapter classes the test's ``applies_to`` predicate admits."""
+    only = metafunc.definition.get_closest_marker("applies_to")
+    classes = [adapter_class(name) for name in names]
+    return [cls for cls in classes if only is None or only.args[0](cls)]
+
+
+def anchored_pairs(classes):
+    """Every cell against one anchor of the same family member (PyTorch's where selected, whose
+    layout is the canonical one), not every pair: each is already within its bound of the
+    reference, and n - 1 pairs show the same thing as n (n - 1) / 2 in a table one can read."""
+    pairs, groups = [], {}
+    for cls in classes:
+        groups.setdefault((cls.family, cls.variant), []).append(cls.name)
+    for members in groups.values():
+        anchor = next((name for name in members if name.startswith("torch")), members[0])
+        pairs += [(anchor, name) for name in members if name != anchor]
+    return pairs
 
 
 def _with_known_issue(cls, known, named, values):
     """A parameter set, marked as a strict expected failure where the adapter knows an upstream bug."""
-    test_id = "-".join(map(str, values)).replace(" ", "_")
+    test_id = "-".join(str(v) for v in values if v is not None).replace(" ", "_")
     reason = known.get((named.get("g"), named.get("dtype")))
     marks = [pytest.mark.xfail(strict=True, raises=cls.known_issue_raises, reason=reason)] if reason else []
     return pytest.param(*values, id=test_id, marks=marks)
@@ -171,10 +187,6 @@ def pytest_collection_modifyitems(config, items):
     if empty:
         config.hook.pytest_deselected(items=empty)
         items[:] = [item for item in items if item not in empty]
-
-
-# The fixtures that carry an adapter name, one per adapter kind.
-FRAMEWORK_FIXTURES = ("framework", "layer_framework", "gated_framework", "gated_layer_framework")
 
 
 _LOADED = {}
@@ -205,68 +217,16 @@ def load_adapter(config, name):
 
 
 @pytest.fixture
-def adapter(request, framework):
-    return load_adapter(request.config, framework)
+def adapter(request, system):
+    return load_adapter(request.config, system)
 
 
 @pytest.fixture
-def layer(request, layer_framework):
-    return load_adapter(request.config, layer_framework)
+def adapters(request, system_pair):
+    return tuple(load_adapter(request.config, name) for name in system_pair)
 
 
 @pytest.fixture
-def gated(request, gated_framework):
-    return load_adapter(request.config, gated_framework)
-
-
-@pytest.fixture
-def gated_layer(request, gated_layer_framework):
-    return load_adapter(request.config, gated_layer_framework)
-
-
-@pytest.fixture
-def adapters(request, framework_pair):
-    return tuple(load_adapter(request.config, name) for name in framework_pair)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A failing test is a record too, so the report cannot call a system equivalent when its tests failed."""
-    report = yield
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    if report.failed and (any(k in params for k in FRAMEWORK_FIXTURES) or "framework_pair" in params):
-        pair = params.get("framework_pair")
-        system = pair[0] if pair else next(params[k] for k in FRAMEWORK_FIXTURES if k in params)
-        crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own message, if pytest kept it
-        message = crash.message if crash else (report.longreprtext.strip().splitlines() or [""])[-1]
-        message = " ".join(message.split())
-        report.user_properties.append((PROPERTY, {
-            "kind": "failure", "system": system, "pair": bool(pair), **({"other": pair[1]} if pair else {}),
-            "dtype": params.get("dtype", "float32"), "test": item.nodeid,
-            "message": message[:300]}))
-    return report
-
-
-@pytest.fixture
-def record(request):
-    """Attach a result to this test's report, for the summary table (carried across xdist)."""
-
-    known = request.node.get_closest_marker("xfail")
-    if known is not None:
-        # A known upstream bug: listed under the table, kept out of the worst ratio.
-        params = request.node.callspec.params
-        request.node.user_properties.append((PROPERTY, {
-            "kind": "known",
-            "system": next(params[k] for k in FRAMEWORK_FIXTURES if k in params),
-            "dtype": params["dtype"], "known_issue": known.kwargs["reason"]}))
-
-    def record(kind, adapter, **fields):
-        if known is not None:
-            return
-        versions = ", ".join(f"{k} {v}" for k, v in adapter.versions().items())
-        request.node.user_properties.append(
-            (PROPERTY, {"kind": kind, "system": adapter.name, "cell": adapter.describe(),
-                        "versions": versions, **fields})
-        )
-
-    return record
+def load_system(request):
+    """Load another system by name (a pair's partner, a non-equivalence's other side)."""
+    return lambda name: load_adapter(request.config, name)

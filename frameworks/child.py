@@ -70,8 +70,11 @@ class ChildProcess:
 
     def call(self, adapter_name: str, method: str, *args, **kwargs):
         """``method`` of the child's adapter ``adapter_name``; method "__init__" constructs it."""
-        _send(self.process.stdin, (adapter_name, method, args, kwargs))
-        reply = _receive(self.process.stdout)
+        try:
+            _send(self.process.stdin, (adapter_name, method, args, kwargs))
+            reply = _receive(self.process.stdout)
+        except (BrokenPipeError, ConnectionResetError, ValueError):  # ValueError: a closed pipe
+            reply = None
         if reply is None:
             raise RuntimeError(f"child process for adapter {adapter_name!r} ({self.env}) exited "
                                f"with code {self.process.wait()}; its stderr is in the test output")

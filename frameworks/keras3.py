@@ -1,1 +1,396 @@
-"""Being ported to the one adapter interface."""
+"""Keras cells (``SimpleRNNCell``, ``LSTMCell``, ``GRUCell``) and layers (``SimpleRNN``,
+``LSTM``, ``GRU``, with ``Bidirectional`` and stacking), for every family in one mapping.
+
+Two implementations share these adapters because they share the API and the
+weight layout: Keras 3 (package ``keras``) on each of its backends, and
+Keras 2 (package ``tf_keras``), a separate code base.
+
+The mapping, written once here for every family:
+
+    canonical: W_x (G*H, I), W_h (G*H, H), b_x (G*H), b_h (G*H)
+               gates h (SimpleRNN), i f g o (LSTM), r z n (GRU)
+    Keras:     kernel (I, G*H) = reorder(W_x)^T, recurrent_kernel (H, G*H) = reorder(W_h)^T,
+               bias (G*H) = reorder(b_x + b_h)
+               GRU(reset_after=True): bias (2, G*H) = [reorder(b_x); reorder(b_h)]
+    reorder:   the identity for SimpleRNN and LSTM (Keras's LSTM gates i f c o are the
+               canonical i f g o, c being g); for the GRU, Keras's gates z r h are the
+               canonical z r n (``KERAS_GRU_ORDER``)
+
+Keras computes x @ kernel + h @ recurrent_kernel (+ bias) on batch rows, hence the
+transposes. One bias slot (SimpleRNN, LSTM, GRU reset_after=False): the sum rounds
+once, and the way back returns b_x = bias, b_h = 0 (lossy unless b_h was zero); a
+reset-before GRU may fold b_hn into b_in because it adds b_hn outside the reset. The
+reset-after GRU keeps both biases, and its round trip is exact. A SimpleRNN without
+bias (``use_bias=False``) has no bias weight.
+
+In a stack, layer k's cell for direction d is named ``layer{k}.forward.`` or
+``layer{k}.backward.`` followed by the cell's own weight name.
+
+Keras 3 chooses its backend once per process, from ``KERAS_BACKEND``. Each
+backend is its own adapter whose ``process_env`` names it, so a run covers
+all three: the one this process uses runs here, the others in child
+processes (``frameworks.child``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frameworks.base import (
+    Adapter, LayerConfig, Native, NativeSpec, distribution_version, gates_text, import_framework, reorder_gates,
+    scaled, swapped, swapped_gates, swapped_names, transposed,
+)
+from reference.cells import state_keys
+from reference.params import GATES
+from reference.stack import DIRECTIONS
+
+KERAS_ACTIVATION = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}
+# Every weight is assigned right after build, so the initial values never matter; the
+# default orthogonal recurrent initializer would compile a QR decomposition for every
+# new shape (1 to 3 s each on the JAX backend).
+ZERO_INIT = {"kernel_initializer": "zeros", "recurrent_initializer": "zeros", "bias_initializer": "zeros"}
+KERAS_GRU_ORDER = (1, 0, 2)  # Keras's z, r, h as canonical indices (r=0, z=1, n=2)
+KERAS_ORDER = {"rnn": (0,), "lstm": (0, 1, 2, 3), "gru": KERAS_GRU_ORDER}  # Keras's gates, canonical indices
+KERAS_LAYERS = {"rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}  # the cells are these names + "Cell"
+
+
+class KerasFamily:
+    """How to reach one Keras implementation: its module, tensors in and out, its version."""
+
+    module = "keras"
+    backend: str | None = None  # Keras 3 only
+
+    def __init__(self):
+        self._import_keras()
+
+    def describe(self) -> str:
+        return self.cell + self._backend_text()
+
+    def _import_keras(self):
+        if self.backend == "jax":
+            # float64 in JAX needs x64 switched on before any array exists.
+            import_framework("jax", self.name).config.update("jax_enable_x64", True)
+        keras = import_framework(self.module, self.name)
+        if self.backend and keras.backend.backend() != self.backend:
+            raise ImportError(f"adapter {self.name!r} needs Keras backend {self.backend!r}, "
+                              f"but this process has {keras.backend.backend()!r}")
+        self.keras = keras
+
+    def _tensor(self, array):
+        if self.module == "keras":
+            return self.keras.ops.convert_to_tensor(array)
+        return self.keras.backend.constant(array, dtype=array.dtype.name)
+
+    def _numpy(self, tensor) -> np.ndarray:
+        if self.module == "keras":
+            return np.asarray(self.keras.ops.convert_to_numpy(tensor))
+        return np.asarray(tensor)
+
+    def _backend_text(self) -> str:
+        return f" (backend {self.keras.backend.backend()})" if self.module == "keras" else ""
+
+    def versions(self) -> dict[str, str]:
+        # The backend does the arithmetic, so its version belongs to the result.
+        backend = self.backend or "tensorflow"
+        return {self.module: distribution_version(self.module), backend: distribution_version(backend)}
+
+
+class KerasMapping(KerasFamily, Adapter):
+    """The Keras layout above, for one cell whose names start with ``tag``; building Keras objects."""
+
+    hidden_axis = 0  # recurrent_kernel is (units, G*units)
+
+    @property
+    def two_biases(self) -> bool:
+        return self.family == "gru" and self.variant == "reset_after"
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H, GH = input_size, hidden_size, len(GATES[self.family]) * hidden_size
+        G = gates_text(self.family, "units")
+        spec = {f"{tag}kernel": ((I, GH), f"(input_dim, {G})"),
+                f"{tag}recurrent_kernel": ((H, GH), f"(units, {G})")}
+        if has_bias:
+            spec[f"{tag}bias"] = ((2, GH), f"(2, {G})") if self.two_biases else ((GH,), f"({G},)")
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        order = KERAS_ORDER[self.family]
+        native = {f"{tag}kernel": reorder_gates(params.W_x, order).T,
+                  f"{tag}recurrent_kernel": reorder_gates(params.W_h, order).T}
+        if params.has_bias:
+            native[f"{tag}bias"] = (np.stack([reorder_gates(params.b_x, order), reorder_gates(params.b_h, order)])
+                                    if self.two_biases else reorder_gates(params.b_x + params.b_h, order))
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        back = np.argsort(KERAS_ORDER[self.family])
+        W_x = reorder_gates(np.asarray(native[f"{tag}kernel"]).T, back)
+        W_h = reorder_gates(np.asarray(native[f"{tag}recurrent_kernel"]).T, back)
+        bias = native.get(f"{tag}bias")
+        if bias is None:
+            return self.params(W_x, W_h, None, None)
+        bias = np.asarray(bias)
+        b_x, b_h = (bias[0], bias[1]) if self.two_biases else (bias, np.zeros_like(bias))
+        return self.params(W_x, W_h, reorder_gates(b_x, back), reorder_gates(b_h, back))
+
+    def recurrent_kernel(self, config: LayerConfig) -> str:
+        return self.tag(0, 0) + "recurrent_kernel"
+
+    def _make(self, units: int, g: str, use_bias: bool, dtype: str, **layer_options):
+        """The Keras cell (or layer, with ``layer_options``) of this family, zero-initialized."""
+        options = dict(use_bias=use_bias, dtype=dtype, **ZERO_INIT, **layer_options)
+        if self.family == "rnn":
+            options["activation"] = KERAS_ACTIVATION[g]
+        if self.family == "gru":
+            options["reset_after"] = self.variant == "reset_after"
+        return getattr(self.keras.layers, KERAS_LAYERS[self.family] + ("" if self.layer else "Cell"))(units, **options)
+
+    @staticmethod
+    def _weight_shapes(cell, tag: str = "") -> dict[str, tuple[int, ...]]:
+        return {tag + v.name.split("/")[-1].split(":")[0]: tuple(v.shape) for v in cell.weights}
+
+
+class KerasCell(KerasMapping):
+    """``SimpleRNNCell``, ``LSTMCell`` or ``GRUCell``, unrolled over the sequence here."""
+
+    state_names = {"h": "states[0] (h)", "c": "states[1] (c)"}
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        cell = self._make(hidden_size, self.activations[0], self.layout_config.bias, "float32")
+        cell.build((None, input_size))
+        return self._weight_shapes(cell)
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        cell = self._make(H, g, config.bias, dtype.name)
+        cell.build((None, xs.shape[2]))
+        for name, value in native.items():
+            getattr(cell, name).assign(value)
+        states = [self._tensor(value) for value in self.cell_state(state, xs.shape[1], H, dtype).values()]
+        trace = {key: [] for key in state_keys(self.family)}  # Keras's states are [h] or [h, c]
+        for x in xs:
+            _, states = cell(self._tensor(x), states)
+            states = list(states)
+            for key, value in zip(trace, states):
+                trace[key].append(self._numpy(value))
+        return {key: np.stack(values) for key, values in trace.items()}
+
+
+class KerasLayer(KerasMapping):
+    """``SimpleRNN``, ``LSTM`` or ``GRU`` layers, each wrapped in ``Bidirectional(merge_mode="concat")``
+    when bidirectional, stacked with ``return_sequences=True`` below the top layer."""
+
+    layer = True
+    layout_config = LayerConfig(2, True)
+    state_names = {"h": "initial_state[0] (h)", "c": "initial_state[1] (c)"}
+
+    def tag(self, layer: int, direction: int) -> str:
+        return f"layer{layer}.{DIRECTIONS[direction]}."
+
+    def reads_reversed(self, config: LayerConfig) -> bool:
+        """``go_backwards`` reads x_T..x_1 and reports in that order."""
+        return bool(config.option("go_backwards"))
+
+    def _state_key(self, layer: int, direction: int, key: str) -> str:
+        """The name of a returned final state: "state layer0.forward" (SimpleRNN), "... h", "... c"."""
+        return f"state {self.tag(layer, direction)[:-1]}" + ("" if self.family == "rnn" else f" {key}")
+
+    def arrange(self, result, config: LayerConfig):
+        D, top = config.num_directions, config.num_layers - 1
+        if config.option("return_sequences"):
+            arranged = {"output": result["output"].transpose(1, 0, 2)}  # Keras is batch first
+        else:  # the last step of each direction: its final state
+            arranged = {"output": np.concatenate([result["h_n"][top * D + d] for d in range(D)], axis=-1)}
+        if config.option("return_state"):
+            for k in range(config.num_layers):
+                for d in range(D):
+                    for key in state_keys(self.family):
+                        arranged[self._state_key(k, d, key)] = result[f"{key}_n"][k * D + d]
+        return arranged
+
+    def _build(self, layer: int, H: int, input_dim: int, config: LayerConfig, g: str, dtype: str):
+        """Layer ``layer`` of the stack, built for ``input_dim`` features, and its cells by direction."""
+        top = layer == config.num_layers - 1
+        rnn = self._make(H, g, config.bias, dtype,
+                         return_sequences=True if not top else bool(config.option("return_sequences")),
+                         return_state=bool(config.option("return_state")),
+                         go_backwards=bool(config.option("go_backwards")))
+        if config.bidirectional:
+            rnn = self.keras.layers.Bidirectional(rnn, merge_mode="concat", dtype=dtype)
+        return rnn
+
+    @staticmethod
+    def _cells(rnn, config: LayerConfig) -> list:
+        return [rnn.forward_layer.cell, rnn.backward_layer.cell] if config.bidirectional else [rnn.cell]
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        config, shapes = self.layout_config, {}
+        for k in range(config.num_layers):
+            layer_input = input_size if k == 0 else config.num_directions * hidden_size
+            rnn = self._build(k, hidden_size, layer_input, config, self.activations[0], "float32")
+            rnn.build((1, 1, layer_input))
+            for d, cell in enumerate(self._cells(rnn, config)):
+                shapes.update(self._weight_shapes(cell, self.tag(k, d)))
+        return shapes
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        D, keys = config.num_directions, state_keys(self.family)
+        x = self._tensor(np.ascontiguousarray(xs.transpose(1, 0, 2)))
+        result = {}
+        for k in range(config.num_layers):
+            rnn = self._build(k, H, x.shape[-1], config, g, dtype.name)
+            rnn.build(tuple(x.shape))
+            for d, cell in enumerate(self._cells(rnn, config)):
+                for name in self.cell_spec(1, 1, config.bias, ""):
+                    getattr(cell, name).assign(native[self.tag(k, d) + name])
+            # Bidirectional takes the forward states, then the backward ones; an LSTM's are [h, c].
+            initial = None if state is None else [self._tensor(state[key][k * D + d]) for d in range(D) for key in keys]
+            out = rnn(x, initial_state=initial)
+            if config.option("return_state"):
+                x = out[0]
+                names = [self._state_key(k, d, key) for d in range(D) for key in keys]
+                result.update({name: self._numpy(s) for name, s in zip(names, out[1:])})
+            else:
+                x = out
+        result["output"] = self._numpy(x)
+        return result
+
+
+# --- what is run, and how it can go wrong ---------------------------------------------
+
+SIMPLE_RNN_CONFIGS = (
+    LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True))),
+    LayerConfig(1, False, initial_state=False, options=(("return_sequences", False),)),
+    LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("go_backwards", True))),
+    LayerConfig(1, True, options=(("return_sequences", True), ("return_state", True))),
+    LayerConfig(2, True, bias=False, initial_state=False, options=(("return_sequences", False),)),
+    LayerConfig(3, False, options=(("return_sequences", True), ("return_state", True))),
+)
+# Two configurations for LSTM and GRU layers (the cells cover the gates; these cover the
+# layer's structure), because eager Keras layers over 50 steps cost about a second each.
+GATED_LAYER_CONFIGS = (
+    LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("go_backwards", True))),
+    LayerConfig(2, True, initial_state=False, options=(("return_sequences", False),)),
+)
+MUTATION_CONFIGS = {
+    "rnn": LayerConfig(3, True, options=(("return_sequences", True), ("return_state", True))),
+    "gated": LayerConfig(2, True, options=(("return_sequences", True), ("return_state", True))),
+}
+
+CELL_MUTATIONS = {
+    "rnn": {
+        "kernel not transposed": transposed("kernel"),
+        "recurrent_kernel not transposed": transposed("recurrent_kernel"),
+        "kernel and recurrent_kernel swapped": swapped("kernel", "recurrent_kernel"),
+        "bias dropped": scaled("bias", 0.0),
+        "bias doubled": scaled("bias", 2.0),
+    },
+    "lstm": {
+        "gates i and f swapped": swapped_gates("kernel", 0, 1, 4),
+        "gates c and o swapped in recurrent_kernel": swapped_gates("recurrent_kernel", 2, 3, 4),
+        "bias dropped": scaled("bias", 0.0),
+    },
+    "gru": {
+        "PyTorch's r z n order kept (no reorder)": lambda n: {
+            **n, **{k: reorder_gates(n[k], KERAS_GRU_ORDER, axis=-1) for k in ("kernel", "recurrent_kernel", "bias")}},
+        "recurrent_kernel transposed blockwise": lambda n: {**n, "recurrent_kernel": np.concatenate(
+            [b.T for b in np.split(n["recurrent_kernel"], 3, axis=1)], axis=1)},
+        "bias dropped": scaled("bias", 0.0),
+    },
+}
+_SWAP_LAYER0_DIRECTIONS = {"forward and backward swapped in layer 0": swapped_names("layer0.forward.", "layer0.backward.",
+                                                                                    where="prefix")}
+LAYER_MUTATIONS = {
+    "rnn": {
+        "layer0.forward.recurrent_kernel not transposed": transposed("layer0.forward.recurrent_kernel"),
+        **_SWAP_LAYER0_DIRECTIONS,
+        "layers 1 and 2 swapped": lambda n: swapped_names("layer1.backward.", "layer2.backward.", where="prefix")(
+            swapped_names("layer1.forward.", "layer2.forward.", where="prefix")(n)),
+        "layer2.backward.bias dropped": scaled("layer2.backward.bias", 0.0),
+    },
+    "gated": {
+        **_SWAP_LAYER0_DIRECTIONS,
+        "layers 0 and 1 swapped (recurrent kernels)": swapped("layer0.forward.recurrent_kernel",
+                                                              "layer1.forward.recurrent_kernel"),
+    },
+}
+
+# Keras 3's dtype promotion (keras/src/backend/common/dtypes.py, result_type)
+# demotes 64-bit results to 32-bit when a Python float takes part, and the jax
+# backend's tanh promotes with `float`: a float64 cell returns float32 states.
+JAX_TANH_REASON = (
+    "Keras 3 on jax computes tanh of float64 in float32: keras.ops.tanh promotes with "
+    "result_type(x.dtype, float), which demotes 64-bit dtypes; the cause reported in "
+    "https://github.com/keras-team/keras/issues/23223"
+)
+JAX_TANH_FLOAT64 = {("tanh", "float64"): JAX_TANH_REASON}
+# The torch backend's matmul takes its dtype from the same result_type, so
+# float64 @ float64 is computed in float32 and every float64 activation suffers.
+TORCH_MATMUL_REASON = (
+    "Keras 3 on torch computes float64 @ float64 in float32: keras.ops.matmul takes its dtype from "
+    "result_type, which demotes 64-bit dtypes; the cause reported in "
+    "https://github.com/keras-team/keras/issues/23223, whose fix covered elementwise ops, not matmul"
+)
+TORCH_MATMUL_FLOAT64 = {(g, "float64"): TORCH_MATMUL_REASON for g in KERAS_ACTIVATION}
+
+
+def known_issues(backend: str | None, family: str, variant: str, layer: bool) -> dict:
+    """The known-issue attributes of one system: the float64 bugs of Keras 3 on jax and torch."""
+    if backend == "jax" and family == "rnn":
+        if layer:
+            return {"known_issues": {key: reason + "; in SimpleRNN the scan then refuses the float32 carry"
+                                     for key, reason in JAX_TANH_FLOAT64.items()},
+                    "known_issue_raises": (TypeError,)}
+        return {"known_issues": JAX_TANH_FLOAT64, "known_issue_scopes": ("reference", "activation")}  # tanh itself
+    if backend == "jax":
+        issue = {"known_issues": {("default", "float64"): JAX_TANH_REASON}}
+        return {**issue, "known_issue_raises": (AssertionError, TypeError)} if layer else issue
+    if backend == "torch" and family == "rnn":
+        return {"known_issues": TORCH_MATMUL_FLOAT64}
+    # LSTM and GRU(reset_after=True) layers on torch hand the whole sequence to torch's own
+    # nn.LSTM / nn.GRU kernels (keras/src/backend/torch/rnn.py) and compute float64 right;
+    # reset_after=False has no torch kernel and falls back to keras.ops, matmul included.
+    if backend == "torch" and (not layer or variant == "reset_before"):
+        return {"known_issues": {("default", "float64"): TORCH_MATMUL_REASON}}
+    return {}
+
+
+# --- the systems, in the order they are listed -----------------------------------------
+
+KERAS3 = (("keras-tf", "keras", "tensorflow"), ("keras-jax", "keras", "jax"), ("keras-torch", "keras", "torch"))
+TF_KERAS = ("tf-keras", "tf_keras", None)  # Keras 2: the same API and layout, a separate implementation
+RNN, GATED_MEMBERS = ("rnn", ""), (("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before"))
+SYSTEMS = (  # (cell or layer, (name prefix, module, backend), (family, variant))
+    [(KerasCell, i, RNN) for i in KERAS3] + [(KerasLayer, i, RNN) for i in KERAS3]
+    + [(KerasCell, TF_KERAS, RNN), (KerasLayer, TF_KERAS, RNN)]
+    + [(KerasCell, i, m) for i in (*KERAS3, TF_KERAS) for m in GATED_MEMBERS]
+    + [(KerasLayer, i, m) for i in KERAS3 for m in GATED_MEMBERS]
+)
+
+
+def system(base: type, implementation: tuple, member: tuple) -> type:
+    """One system's class: "keras-jax-gru-reset-before-rnn" is Keras 3's GRU(reset_after=False) layer on jax."""
+    (prefix, module, backend), (family, variant) = implementation, member
+    before = variant == "reset_before"
+    name = prefix + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") \
+        + ("-rnn" if base.layer else "")
+    runtime, group = backend or "tensorflow", "rnn" if family == "rnn" else "gated"
+    attributes = {
+        "name": name, "family": family, "variant": variant, "module": module, "backend": backend,
+        "cell": f"{module}.layers.{KERAS_LAYERS[family]}{'' if base.layer else 'Cell'}"
+                + ("(reset_after=False)" if before else ""),
+        "kept_hidden_biases": GATES["gru"] if variant == "reset_after" else (),
+        "distributions": (module, runtime), "requires": (module, runtime),
+        "process_env": {"KERAS_BACKEND": backend} if backend else {},
+        "mutations": CELL_MUTATIONS[family],
+        **known_issues(backend, family, variant, base.layer), "__module__": __name__,
+    }
+    if base.layer:
+        attributes.update(configs=SIMPLE_RNN_CONFIGS if family == "rnn" else GATED_LAYER_CONFIGS,
+                          mutation_config=MUTATION_CONFIGS[group], mutations=LAYER_MUTATIONS[group])
+    return type(name.replace("-", "_"), (base,), attributes)
+
+
+for _system in SYSTEMS:
+    system(*_system)

@@ -1,1 +1,296 @@
-"""Being ported to the one adapter interface."""
+"""TF1's legacy cells: ``BasicRNNCell``, ``BasicLSTMCell``, ``LSTMCell`` and ``GRUCell``,
+one concatenated kernel per dense, inputs rows first.
+
+Under TensorFlow 2.16+ the classes live in ``tf_keras`` (``tf.compat.v1`` only
+forwards to them when ``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow is
+imported). Importing them from ``tf_keras`` directly needs no environment
+variable and leaves Keras 3 untouched in the same process.
+
+Every TF1 cell computes ``concat([inputs, state], 1) @ kernel + bias`` on batch
+rows: each canonical block is transposed, and the input rows come first, the
+reverse of the lecture's [h; x]. Each dense has one bias slot, so the two
+canonical biases are summed (one rounding) and come back as b_x, with b_h = 0.
+The cells have no switch to drop their bias: a bias-free canonical cell maps to
+zeros (an LSTM's f block to -forget_bias, see below).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from frameworks.base import (
+    CELL, Adapter, LayerConfig, Native, NativeSpec, check_native, gates_text, import_framework, reorder_gates,
+    scaled, swapped_gates,
+)
+from reference.cells import state_keys
+from reference.params import GATES
+from reference.stack import StackParams
+
+
+def _concatenated(W_x: np.ndarray, W_h: np.ndarray) -> np.ndarray:
+    """TF1's kernel of one dense: [W_x^T ; W_h^T], inputs rows first."""
+    return np.vstack([W_x.T, W_h.T])
+
+
+def _split(kernel, hidden_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(W_x, W_h) back from a kernel [W_x^T ; W_h^T] whose last H rows are the state's."""
+    kernel = np.asarray(kernel)
+    I = kernel.shape[0] - hidden_size
+    return kernel[:I].T, kernel[I:].T
+
+
+def _variables(cell) -> dict:
+    """A legacy cell's variables by their name inside the cell: "kernel", "gates/kernel", ...
+    (the variables are named like "basic_rnn_cell_3/kernel:0", "gru_cell/gates/kernel:0")."""
+    return {v.name.split("/", 1)[1].split(":")[0]: v for v in cell.weights}
+
+
+class TF1Cell(Adapter):
+    """What the four cells share: the framework, building a cell, unrolling it."""
+
+    distributions = ("tensorflow", "tf_keras")
+    requires = ("tensorflow", "tf_keras")
+    state_names = {"h": "state"}  # the cell's state tensor; an LSTM's is the tuple (c, h)
+
+    def __init__(self):
+        self.tf = import_framework("tensorflow", self.name)
+        self.legacy_cells = import_framework("tf_keras.src.layers.rnn.legacy_cells", self.name)
+
+    def _make(self, units: int, dtype, g: str):
+        raise NotImplementedError
+
+    def _build(self, input_size: int, hidden_size: int, g: str, dtype: str):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*is deprecated", category=UserWarning)
+            cell = self._make(hidden_size, getattr(self.tf, dtype), g)
+        cell.build((None, input_size))
+        return cell, _variables(cell)
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        _, variables = self._build(input_size, hidden_size, self.activations[0], "float32")
+        return {name: tuple(v.shape) for name, v in variables.items()}
+
+    def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
+        stack = super().from_native(native, config)
+        if config.bias:
+            return stack
+        # No switch for the bias: a bias-free cell was mapped to zeros, which come back as no bias.
+        for _, _, params in stack.cells():
+            if np.any(params.b_x != 0):
+                raise ValueError(f"{self.cell}: configuration {config} has no bias, but the native bias is non-zero "
+                                 f"(max |b| = {np.max(np.abs(params.b_x)):.3g}); dropping it would change the cell")
+        return stack.map(lambda params: params.without_bias())
+
+    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+        tf = self.tf
+        dtype, H = self.check_call(native, xs, state, config, g)
+        cell, variables = self._build(xs.shape[2], H, g, dtype.name)
+        for name, value in native.items():
+            variables[name].assign(value)
+        start = {key: tf.constant(value) for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
+        lstm = self.family == "lstm"
+        carry = self.legacy_cells.LSTMStateTuple(start["c"], start["h"]) if lstm else start["h"]
+        trace = {key: [] for key in state_keys(self.family)}
+        for x in tf.unstack(tf.constant(xs)):
+            h, carry = cell(x, carry)
+            trace["h"].append(h.numpy())
+            if lstm:
+                trace["c"].append(carry.c.numpy())
+        return {key: np.stack(values) for key, values in trace.items()}
+
+
+# --- BasicRNNCell and the LSTMs: one kernel, one bias -----------------------------
+#
+# canonical: W_x (G*H, I), W_h (G*H, H), b_x (G*H), b_h (G*H); gates h (rnn), i f g o (LSTM)
+# TF1:       kernel (I+H, G*H) = [reorder(W_x)^T ; reorder(W_h)^T], bias (G*H) = reorder(b_x + b_h)
+#   BasicRNNCell: G = 1, reorder the identity: kernel (I+H, H) = [W_hx^T ; W_hh^T], bias = b_x + b_h.
+#   BasicLSTMCell, LSTMCell: G = 4 in TF1's order i j f o (j is the candidate g), and forget_bias
+#   subtracted from the f block, because the cell adds it back in its forward pass:
+#   sigmoid(f + forget_bias). The state is the tuple (c, h).
+# The way back returns b_x = bias (forget_bias added back), b_h = 0.
+ORDERS = {"rnn": (0,), "lstm": (0, 2, 1, 3)}  # TF1's gates as canonical indices (LSTM: i=0, f=1, g=2, o=3)
+FORGET_BLOCK = 2  # TF1's f block: third of i j f o
+
+
+class TF1OneKernel(TF1Cell):
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        G, I, H = len(GATES[self.family]), input_size, hidden_size
+        units = gates_text(self.family, "num_units")
+        return {"kernel": ((I + H, G * H), f"(input_depth + num_units, {units})"),  # a bias, with or without
+                "bias": ((G * H,), f"({units},)")}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        order, H = ORDERS[self.family], params.hidden_size
+        kernel = _concatenated(reorder_gates(params.W_x, order), reorder_gates(params.W_h, order))
+        bias = reorder_gates(params.b, order) if params.has_bias else np.zeros(len(order) * H, params.dtype)
+        if self.forget_bias:
+            bias[FORGET_BLOCK * H:(FORGET_BLOCK + 1) * H] -= bias.dtype.type(self.forget_bias)  # refolded in the cell
+        return {"kernel": kernel, "bias": bias}
+
+    def cell_from_native(self, native: Native, tag: str):
+        order = ORDERS[self.family]
+        bias = np.array(native["bias"])
+        H = bias.size // len(order)
+        if self.forget_bias:
+            bias[FORGET_BLOCK * H:(FORGET_BLOCK + 1) * H] += bias.dtype.type(self.forget_bias)
+        back = np.argsort(order)
+        W_x, W_h = _split(native["kernel"], H)
+        return self.params(reorder_gates(W_x, back), reorder_gates(W_h, back), reorder_gates(bias, back),
+                           np.zeros_like(bias))
+
+    def recurrent_kernel(self, config) -> str:
+        return "kernel"  # (I+H, G*H): its columns are G times the hidden size
+
+    def check_call(self, native: Native, xs, state, config, g: str):
+        """The base check where a side of ``kernel`` is H (BasicRNNCell). No weight of TF1's LSTM
+        has a side of H (kernel (I+H, 4H), bias (4H,)), so the LSTM reads H as the kernel's
+        columns / 4, and checks the rest as the base does."""
+        G = len(GATES[self.family])
+        if G == 1:
+            return super().check_call(native, xs, state, config, g)
+        if g not in self.activations:
+            raise ValueError(f"{self.cell}: activation {g!r} is not supported; expected one of {self.activations}")
+        if xs.ndim != 3:
+            raise ValueError(f"{self.cell}: inputs: expected shape (T, batch, input_size), got {xs.shape}")
+        dtype = xs.dtype
+        if dtype.name not in self.dtypes:
+            raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
+        if not isinstance(native, dict) or "kernel" not in native:
+            expected = sorted(self.native_spec(config, xs.shape[2], 1))
+            got = sorted(native) if isinstance(native, dict) else type(native).__name__
+            raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing 'kernel')")
+        H = int(np.shape(native["kernel"])[-1]) // G
+        source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from kernel's columns / {G}"
+        check_native(self.cell, native, self.native_spec(config, xs.shape[2], H), dtype, source)
+        if state is None:
+            return dtype, H
+        if not isinstance(state, dict) or not set(state) <= set(state_keys(self.family)):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{self.cell}: initial state: expected a dict with keys {list(state_keys(self.family))}"
+                             f" (or None), got {got}")
+        expected = (1, xs.shape[1], H)
+        for key, value in state.items():
+            value = np.asarray(value)
+            if value.shape != expected:
+                raise ValueError(f"{self.cell}: {self.state_names[key]}: expected shape (1, batch, hidden_size) = "
+                                 f"{expected} (batch from the inputs, hidden_size={H} from kernel's columns / {G}), "
+                                 f"got {value.shape}")
+            if value.dtype != dtype:
+                raise TypeError(f"{self.cell}: {self.state_names[key]}: expected dtype {dtype} (the inputs'), "
+                                f"got {value.dtype}")
+        return dtype, H
+
+
+def _transpose_block(kernel: np.ndarray, recurrent_block: bool) -> np.ndarray:
+    """kernel = [W_hx^T ; W_hh^T] with one block transposed back; a non-square input block is
+    transposed and then reshaped back to its shape, the other form of the same mistake."""
+    I = kernel.shape[0] - kernel.shape[1]
+    inputs, state = kernel[:I], kernel[I:]
+    if recurrent_block:
+        return np.vstack([inputs, state.T])
+    return np.vstack([inputs.T.reshape(inputs.shape), state])
+
+
+class TF1BasicRNNCell(TF1OneKernel):
+    name = "tf1"
+    cell = "tf.compat.v1.nn.rnn_cell.BasicRNNCell (tf_keras legacy_cells)"
+    family = "rnn"
+    mutations = {
+        "state rows first in kernel (wrong concatenation order)":
+            lambda n: {**n, "kernel": np.roll(n["kernel"], n["kernel"].shape[1], axis=0)},
+        "input block of kernel not transposed": lambda n: {**n, "kernel": _transpose_block(n["kernel"], False)},
+        "recurrent block of kernel not transposed": lambda n: {**n, "kernel": _transpose_block(n["kernel"], True)},
+        "bias dropped": scaled("bias", 0.0),
+        "bias doubled": scaled("bias", 2.0),
+    }
+
+    def _make(self, units: int, dtype, g: str):
+        tf = self.tf
+        g_tf = {"tanh": tf.tanh, "relu": tf.nn.relu, "sigmoid": tf.sigmoid, "identity": tf.identity}[g]
+        return self.legacy_cells.BasicRNNCell(units, activation=g_tf, dtype=dtype)
+
+
+def _shift_block(bias: np.ndarray, block: int, blocks: int, amount: float) -> np.ndarray:
+    H = bias.size // blocks
+    shifted = bias.copy()
+    shifted[block * H:(block + 1) * H] += bias.dtype.type(amount)
+    return shifted
+
+
+class TF1LSTM(TF1OneKernel):
+    family = "lstm"
+    forget_bias = 1.0  # both cells' default
+    state_names = {"h": "state.h", "c": "state.c"}  # LSTMStateTuple(c, h)
+    mutations = {
+        "forget_bias not folded": lambda n: {**n, "bias": _shift_block(n["bias"], FORGET_BLOCK, 4, 1.0)},
+        "gates j and f swapped (PyTorch's order kept)": swapped_gates("kernel", 1, 2, 4),
+        "gates i and o swapped": swapped_gates("kernel", 0, 3, 4),
+    }
+
+
+class TF1BasicLSTMCell(TF1LSTM):
+    name = "tf1-basic-lstm"
+    cell = "tf.compat.v1.nn.rnn_cell.BasicLSTMCell (tf_keras legacy_cells)"
+
+    def _make(self, units: int, dtype, g: str):
+        return self.legacy_cells.BasicLSTMCell(units, dtype=dtype)
+
+
+class TF1LSTMCell(TF1LSTM):
+    """Its docstring says the forget biases are "initialized" to 1; its forward pass adds
+    forget_bias like BasicLSTMCell's. The folding mapping, and the test without it, show which."""
+
+    name = "tf1-lstm"
+    cell = "tf.compat.v1.nn.rnn_cell.LSTMCell (tf_keras legacy_cells)"
+
+    def _make(self, units: int, dtype, g: str):
+        return self.legacy_cells.LSTMCell(units, dtype=dtype)
+
+
+# --- GRUCell: two denses ----------------------------------------------------------
+#
+# canonical GRU gates r z n:  W_x (3H, I), W_h (3H, H), b_x, b_h (3H)
+# TF1 GRUCell, reset before:  gates/kernel (I+H, 2H) = [[W_xr^T W_xz^T]; [W_hr^T W_hz^T]]
+#   (inputs rows first, gates r then u = z), gates/bias (2H) = [b_xr + b_hr, b_xz + b_hz],
+#   candidate/kernel (I+H, H) = [W_xn^T; W_hn^T], candidate/bias (H) = b_xn + b_hn.
+#   Reset before applies r to h alone, so b_hn joins b_xn without changing the function.
+# Each dense is the layout above with its own gates: [W_x^T ; W_h^T], bias b_x + b_h.
+class TF1GRUCell(TF1Cell):
+    name = "tf1-gru"
+    cell = "tf.compat.v1.nn.rnn_cell.GRUCell (tf_keras legacy_cells)"
+    family, variant = "gru", "reset_before"
+    mutations = {
+        "gates r and u swapped": swapped_gates("gates/kernel", 0, 1, 2),
+        "state rows first in candidate/kernel": lambda n: {
+            **n, "candidate/kernel": np.roll(n["candidate/kernel"], n["candidate/kernel"].shape[1], axis=0)},
+        "candidate/bias dropped": scaled("candidate/bias", 0.0),
+    }
+
+    def _make(self, units: int, dtype, g: str):
+        return self.legacy_cells.GRUCell(units, dtype=dtype)
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size  # both biases, with or without a canonical bias
+        return {"gates/kernel": ((I + H, 2 * H), "(input_depth + num_units, 2*num_units)"),
+                "gates/bias": ((2 * H,), "(2*num_units,)"),
+                "candidate/kernel": ((I + H, H), "(input_depth + num_units, num_units)"),
+                "candidate/bias": ((H,), "(num_units,)")}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        H = params.hidden_size
+        W_x, W_h = params.W_x, params.W_h
+        b = params.b if params.has_bias else np.zeros(3 * H, params.dtype)
+        return {"gates/kernel": _concatenated(W_x[:2 * H], W_h[:2 * H]), "gates/bias": b[:2 * H],
+                "candidate/kernel": _concatenated(W_x[2 * H:], W_h[2 * H:]), "candidate/bias": b[2 * H:]}
+
+    def cell_from_native(self, native: Native, tag: str):
+        H = np.shape(native["candidate/kernel"])[1]
+        (gates_x, gates_h), (candidate_x, candidate_h) = (_split(native[f"{dense}/kernel"], H)
+                                                          for dense in ("gates", "candidate"))
+        b = np.concatenate([native["gates/bias"], native["candidate/bias"]])
+        return self.params(np.vstack([gates_x, candidate_x]), np.vstack([gates_h, candidate_h]), b, np.zeros_like(b))
+
+    def recurrent_kernel(self, config) -> str:
+        return "candidate/kernel"  # (I+H, H)

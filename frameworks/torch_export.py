@@ -1,1 +1,188 @@
-"""Being ported to the one adapter interface."""
+"""``torch.onnx.export`` of ``torch.nn.RNN`` (a layer) and of a one-layer ``nn.LSTM`` / ``nn.GRU``,
+run in ONNX Runtime.
+
+The weights are PyTorch's: the mapping is ``frameworks.pytorch``'s layer mapping
+(``TorchLayer``), unchanged, so a one-layer LSTM or GRU names its weights with the ``_l0``
+suffix. What is checked is that the exported model computes what PyTorch and the reference
+compute. The dynamo exporter (needs ``onnxscript``) unrolls the recurrence into MatMul and
+Add nodes (or emits the LSTM/GRU operator); the legacy TorchScript exporter emits the ONNX
+``RNN``, ``LSTM`` or ``GRU`` operator. Both are checked where the installed torch offers them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+
+import numpy as np
+
+from frameworks.base import CELL, LayerConfig, Native, import_framework, scaled, swapped_names, transposed
+from frameworks.pytorch import TorchLayer, TorchRNN
+
+MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
+
+
+def _digest(array) -> str | None:
+    if array is None:
+        return None
+    array = np.ascontiguousarray(array)
+    return hashlib.sha256(array.tobytes() + str((array.shape, array.dtype)).encode()).hexdigest()
+
+
+class Exported(TorchLayer):
+    """The module ``TorchLayer.module`` builds, exported to ONNX and run in ONNX Runtime."""
+
+    dtypes = ("float32",)  # ONNX Runtime's CPU RNN kernels and the usual export are float32
+    dynamo: bool
+
+    def __init__(self):
+        super().__init__()
+        self._results = {}
+        self.last_model = None  # the ONNX model of the last run (a ModelProto)
+        self.onnx = import_framework("onnx", self.name)
+        self.ort = import_framework("onnxruntime", self.name)
+        if self.dynamo:
+            import_framework("onnxscript", self.name)
+
+    def _module_class(self):
+        return getattr(self.torch.nn, MODULES[self.family])
+
+    def gru_operators(self) -> list[int]:
+        """linear_before_reset of every GRU node in the last export (0 is the ONNX default)."""
+        return [next((a.i for a in node.attribute if a.name == "linear_before_reset"), 0)
+                for node in self.last_model.graph.node if node.op_type == "GRU"]
+
+    def export(self, module, args, count: int) -> bytes:
+        """The ONNX model of ``module`` called on ``args`` (``count`` arrays, flattened)."""
+        names = {"input_names": ["x", "h0", "c0"][:count],
+                 "output_names": ["output", "h_n", "c_n"][:3 if self.family == "lstm" else 2]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # deprecation notices of the exporters themselves
+            if self.dynamo:
+                program = self.torch.onnx.export(module, args, dynamo=True, verbose=False, **names)
+                return program.model_proto.SerializeToString()
+            buffer = io.BytesIO()
+            self.torch.onnx.export(module, args, buffer, dynamo=False, **names)
+            return buffer.getvalue()
+
+    def run_exported(self, native: Native, xs, state, config: LayerConfig, g: str) -> list[np.ndarray]:
+        """The exported model's outputs, flattened as the module returns them (output, h_n[, c_n])."""
+        # An export takes seconds (dynamo unrolls all T steps); the same call twice in one
+        # process (reference test, then comparison with PyTorch) exports once.
+        key = (g, str(config), _digest(xs), tuple((k, _digest(v)) for k, v in sorted((state or {}).items())),
+               tuple((n, _digest(v)) for n, v in sorted(native.items())))
+        if key not in self._results:
+            module, args = self.module(native, xs, state, config, g)
+            flat = [args[0], *(args[1] if isinstance(args[1], tuple) else (args[1],))] if len(args) > 1 else [args[0]]
+            data = self.export(module, args, len(flat))
+            session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+            results = session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), flat)})
+            self._results[key] = (self.onnx.load_from_string(data), [np.asarray(r) for r in results])
+        self.last_model, results = self._results[key]
+        return results
+
+
+# --- nn.RNN, a layer ----------------------------------------------------------------
+
+
+class TorchOnnxExport(Exported, TorchRNN):
+    cell = "torch.onnx.export(torch.nn.RNN) in ONNX Runtime"
+    configs = (
+        LayerConfig(1, False, options=(("batch_first", False),)),
+        LayerConfig(1, True, options=(("batch_first", True),)),
+        LayerConfig(2, True, options=(("batch_first", False),)),
+    )
+    mutation_config = LayerConfig(1, True, options=(("batch_first", False),))
+    mutations = {
+        "weight_hh_l0 transposed": transposed("weight_hh_l0"),
+        "forward and reverse swapped in layer 0": swapped_names("_l0", "_l0_reverse"),
+    }
+    compare_with = "torch-rnn"  # the exported model must also agree with the module it came from
+
+    def describe(self) -> str:
+        return f"torch.onnx.export(torch.nn.RNN, dynamo={self.dynamo}) in ONNX Runtime"
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        output, h_n = self.run_exported(native, xs, state, config, g)
+        return {"output": output, "h_n": h_n}
+
+
+class TorchOnnxDynamo(TorchOnnxExport):
+    name = "torch-onnx-dynamo"
+    dynamo = True
+    # The dynamo exporter unrolls the recurrence, and the export with onnxscript's
+    # optimizer costs about 0.16 s per step here (8 s for 50 steps, bidirectional):
+    # 12 steps run the same per-step graph, and the long-sequence rounding of ONNX
+    # Runtime's MatMul, Add and Tanh is what onnx-ort's 50 steps measure. One and two directions.
+    max_steps = 12
+    configs = TorchOnnxExport.configs[:2]
+    mutations = {"forward and reverse swapped in layer 0": TorchOnnxExport.mutations[
+        "forward and reverse swapped in layer 0"]}
+    distributions = ("torch", "onnxscript", "onnxruntime")
+    requires = ("torch", "onnx", "onnxscript", "onnxruntime")
+
+
+class TorchOnnxLegacy(TorchOnnxExport):
+    name = "torch-onnx-legacy"
+    dynamo = False
+    distributions = ("torch", "onnxruntime")
+    requires = ("torch", "onnx", "onnxruntime")
+
+
+# --- one-layer nn.LSTM and nn.GRU, cells ----------------------------------------------
+
+
+class TorchExportedGated(Exported):
+    """``torch.onnx.export`` of a one-layer ``nn.LSTM`` / ``nn.GRU``, run in ONNX Runtime, as a cell:
+    {"h": (T, batch, H)}, and for an LSTM the final c, {"c_last": (batch, H)}.
+
+    Weights as ``nn.LSTM`` keeps them, the layer mapping's with the ``_l0`` suffix. PyTorch's GRU
+    is reset-after, so an exported GRU operator must carry linear_before_reset=1 (some exporter
+    versions emitted 0: pytorch/pytorch#189225, microsoft/onnxscript#2852); ``gru_operators``
+    reports what the export contains, and the tests assert it.
+    """
+
+    layer = False
+    configs = (CELL,)
+    mutation_config = CELL
+    layout_config = CELL
+    mutations = {"bias_hh_l0 dropped": scaled("bias_hh_l0", 0.0)}
+
+    def tag(self, layer: int, direction: int) -> str:
+        return "_l0"  # a one-layer nn.LSTM / nn.GRU
+
+    def describe(self) -> str:
+        return f"torch.onnx.export(torch.nn.{self.family.upper()}, dynamo={self.dynamo}) in ONNX Runtime"
+
+    def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        arranged = {"h": result["output"]}
+        if self.family == "lstm":
+            arranged["c_last"] = result["c_n"][0]
+        return arranged
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        # The module is always given its initial states: zeros where not given.
+        state = {key: value[None] for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
+        results = self.run_exported(native, xs, state, config, g)
+        out = {"h": results[0]}
+        if self.family == "lstm":
+            out["c_last"] = results[2][0]
+        return out
+
+
+def _exported(family: str, dynamo: bool) -> type:
+    exporter = "dynamo" if dynamo else "legacy"
+    qualname = f"TorchExported_{family}_{exporter}"
+    return type(qualname, (TorchExportedGated,), {
+        "name": f"torch-onnx-{exporter}-{family}", "cell": f"torch.onnx.export(nn.{family.upper()})",
+        "family": family, "variant": "reset_after" if family == "gru" else "", "dynamo": dynamo,
+        "max_steps": TorchOnnxDynamo.max_steps if dynamo else None,  # see TorchOnnxDynamo
+        "requires": ("torch", "onnx", "onnxruntime") + (("onnxscript",) if dynamo else ()),
+        "distributions": ("torch", "onnxruntime") + (("onnxscript",) if dynamo else ()),
+        "__module__": __name__, "__qualname__": qualname,
+    })
+
+
+EXPORTED_GATED = {cls.name: cls for cls in (_exported(f, d) for f in ("lstm", "gru") for d in (True, False))}

@@ -2,11 +2,11 @@
 
     RNN_EQ_BREAK="torch=weight_hh transposed" pytest -p harness.break_mapping --frameworks=torch
 
-The value names a framework and one of its declared mutations
+The value names a system and one of its declared mutations
 (``Adapter.mutations``); that mutation is applied inside the adapter's
-``to_native``, exactly where a wrong mapping would live. Every equivalence
-test of that framework should then fail, and the summary should say
-"NOT equivalent".
+``to_native``, exactly where a wrong mapping would live, for cells and layers
+alike (one signature). Every equivalence test of that system should then
+fail, and the summary should say "NOT equivalent".
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import pytest
 
 from frameworks import adapter_class
+from frameworks.base import CELL
 
 ENV_VAR = "RNN_EQ_BREAK"
 
@@ -30,4 +31,4 @@ def pytest_configure(config):
         raise pytest.UsageError(f"{ENV_VAR}: {name!r} has no mutation {mutation!r}; "
                                 f"expected one of {sorted(cls.mutations)}")
     correct, wrong = cls.to_native, cls.mutations[mutation.strip()]
-    cls.to_native = lambda self, params: wrong(correct(self, params))
+    cls.to_native = lambda self, params, config=CELL: wrong(correct(self, params, config))

@@ -93,14 +93,15 @@ class Case:
 
 
 def cases_for(adapter, activation: str) -> list[Case]:
-    """The cases a system is compared on, for one activation (or GRU variant's "default")."""
+    """The cases a system (an adapter or its class) is compared on, for one activation
+    ("default" for a gated cell)."""
     def case(**fields):
         return Case(adapter.family, activation=activation, variant=adapter.variant, zero_b_hn=adapter.zero_b_hn,
                     forget_bias=adapter.forget_bias, **fields)
 
     if adapter.layer:
         return [case(input_size=5, hidden_size=4, batch=3, steps=steps_for(adapter, 50), config=config,
-                     reversed_inputs=adapter.reads_reversed(config))
+                     reversed_inputs=_reads_reversed(adapter, config))
                 for config in adapter.configs]
     shapes = CELL_SHAPES if adapter.family == "rnn" else GATED_CELL_SHAPES
     return [case(input_size=I, hidden_size=H, batch=B, steps=steps_for(adapter, T), seed=seed,
@@ -120,6 +121,16 @@ CELL_SHAPES = (
 )
 GATED_CELL_SHAPES = ((3, 4, 1, 1, 0, True), (7, 5, 3, 50, 1, True))
 
+def pair_cases(anchor, other) -> list[Case]:
+    """Two cells against each other: the longest sequence and the widest shape, in the
+    activations every vanilla framework supports (tanh saturates, relu does not)."""
+    if anchor.family == "rnn":
+        cases = [c for g in ("tanh", "relu") for c in cases_for(anchor, g) if str(c).startswith(("I3-H4-B2-T50", "I16"))]
+    else:
+        cases = [c for c in cases_for(anchor, GATED) if c.steps > 1]
+    return [c.with_(steps=steps_for(other, c.steps), zero_b_hn=c.zero_b_hn or other.zero_b_hn) for c in cases]
+
+
 # Mutations: five steps. A wrong mapping shows from the first step on, with an error/bound
 # ratio in the thousands (the mutation tests ask for more than 100); long sequences are for
 # rounding, which the reference tests measure. A square shape too, for mutations that only
@@ -133,10 +144,17 @@ def mutation_cases(adapter) -> list[Case]:
     base = Case(adapter.family, 4, 4, batch=2, steps=MUTATION_STEPS, seed=6, activation=activation,
                 variant=adapter.variant, zero_b_hn=adapter.zero_b_hn, forget_bias=adapter.forget_bias,
                 config=adapter.mutation_config)
-    base = base.with_(reversed_inputs=adapter.reads_reversed(base.config))
+    base = base.with_(reversed_inputs=_reads_reversed(adapter, base.config))
     if adapter.layer:
         return [base]
     return [base, base.with_(input_size=3, hidden_size=5, seed=7)]
+
+
+def _reads_reversed(adapter, config) -> bool:
+    """``reads_reversed`` of an adapter instance, or of its class (cases are made at collection)."""
+    if isinstance(adapter, type):
+        return adapter.reads_reversed(adapter, config)
+    return adapter.reads_reversed(config)
 
 
 def steps_for(adapter, steps: int) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 class Comparison:
     """The outcome of comparing ``actual`` with ``expected`` under an elementwise ``bound``."""
 
-    what: str  # e.g. "torch vs float64 reference, I=3 H=4 batch=2 T=50 tanh float32 seed=0"
+    what: str  # e.g. "torch.nn.RNNCell vs float64 reference, rnn g=tanh I=3 H=4 batch=2 T=50 float32 seed=0"
     max_error: float  # max |actual - expected|
     ratio: float  # max over elements of |actual - expected| / bound; <= 1 means within bound
     error_at_worst: float  # the error and bound at the element where the ratio peaks
@@ -63,3 +63,20 @@ def assert_bitwise_equal(actual, expected, what: str) -> None:
     """Identical values, shapes and dtypes (strict), for cases where every partial sum is exact."""
     __tracebackhide__ = True
     np.testing.assert_array_equal(actual, expected, err_msg=f"{what}: expected bitwise equality", strict=True)
+
+
+def compare_outputs(actual: dict, expected: dict, bounds: dict, what: str) -> Comparison:
+    """Every output a system returns against the expected one (same names, shapes); the worst comparison."""
+    __tracebackhide__ = True
+    if sorted(actual) != sorted(expected):
+        raise AssertionError(f"{what}: the system returned outputs {sorted(actual)}, expected {sorted(expected)}")
+    comparisons = [compare(actual[key], expected[key], bounds[key], f"{what}, output {key!r}") for key in expected]
+    return max(comparisons, key=lambda c: c.ratio)
+
+
+def assert_dtype(actual: dict, dtype: str, who: str) -> None:
+    """Every output in the dtype the system was asked to compute in."""
+    __tracebackhide__ = True
+    wrong = {key: str(value.dtype) for key, value in actual.items() if value.dtype != np.dtype(dtype)}
+    if wrong:
+        raise AssertionError(f"{who} returned {wrong}, not {dtype}")

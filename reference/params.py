@@ -74,12 +74,12 @@ class CellParams:
             raise ValueError(f"variant: expected one of {GRU_VARIANTS if gru else ('',)} for {self.family}, "
                              f"got {variant!r}")
         G, symbols = len(GATES[self.family]), self._symbols()
+        GH = f"{G}H" if G > 1 else "H"
         W_h = np.asarray(self.W_h)
         if W_h.ndim != 2 or W_h.shape[0] != G * W_h.shape[1]:
-            raise ValueError(f"{symbols['W_h']}: expected shape ({G}H, H) for {self.family} "
+            raise ValueError(f"{symbols['W_h']}: expected shape ({GH}, H) for {self.family} "
                              f"(gates {', '.join(GATES[self.family])}), got {W_h.shape}")
         H = W_h.shape[1]
-        GH = f"{G}H" if G > 1 else "H"
         W_h = check_float_array(symbols["W_h"], W_h, (G * H, H), f"({GH}, H) with H={H}")
         W_x = np.asarray(self.W_x)
         if W_x.ndim != 2:

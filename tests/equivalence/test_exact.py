@@ -1,4 +1,4 @@
-"""Where every partial sum is exact, every framework and both formulas agree bitwise.
+"""Where every partial sum is exact, every vanilla cell and both formulas agree bitwise.
 
 Small non-negative integers, and an activation that rounds nothing (identity,
 or relu where the framework has no identity: on non-negative pre-activations
@@ -11,20 +11,21 @@ import numpy as np
 import pytest
 
 from harness.compare import assert_bitwise_equal
-from reference.params import RNNParams
+from reference.params import CellParams
 from reference.rnn import rnn_sequence
 
 FLOAT32_EXACT_INTEGERS = 2**24
 
 
-def integer_case(dtype):
+def integer_case(dtype, g="identity"):
     rng = np.random.default_rng(2024)
     H, I, T, batch = 2, 3, 3, 2
-    params = RNNParams(
+    params = CellParams.rnn(
         W_hx=rng.integers(1, 4, (H, I)).astype(dtype),
         W_hh=np.array([[1, 2], [3, 1]], dtype),  # not symmetric: a transposed W_hh must show
         b_x=np.array([1, 3], dtype),
         b_h=np.array([2, 5], dtype),
+        activation=g,
     )
     xs = rng.integers(0, 4, (T, batch, I)).astype(dtype)
     h0 = rng.integers(0, 3, (batch, H)).astype(dtype)
@@ -37,23 +38,22 @@ def exact_activation(adapter):
 
 def test_integer_case_is_exact_in_float32():
     """Guard the premise: all values, hence all partial sums, are integers below 2**24."""
-    params, xs, h0 = integer_case(np.float64)
-    hs = rnn_sequence(params, xs, h0, "identity")
+    hs = rnn_sequence(*integer_case(np.float64))
     assert np.all(hs == np.round(hs)) and np.all(hs >= 0) and hs.max() < FLOAT32_EXACT_INTEGERS
 
 
 @pytest.mark.parametrize("formula", ["concatenated", "split"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_both_formulas_bitwise_equal_on_integers(formula, dtype):
-    params, xs, h0 = integer_case(dtype)
-    expected = rnn_sequence(*integer_case(np.float64), "identity").astype(dtype)
-    assert_bitwise_equal(rnn_sequence(params, xs, h0, "identity", formula), expected, f"{formula} formula, {dtype}")
+    expected = rnn_sequence(*integer_case(np.float64)).astype(dtype)
+    assert_bitwise_equal(rnn_sequence(*integer_case(dtype), formula=formula), expected, f"{formula} formula, {dtype}")
 
 
+@pytest.mark.applies_to(lambda cls: cls.family == "rnn" and not cls.layer)
 def test_framework_bitwise_equal_on_integers(adapter, dtype, record):
     g = exact_activation(adapter)
-    params, xs, h0 = integer_case(dtype)
-    expected = rnn_sequence(*integer_case(np.float64), "identity").astype(dtype)
-    actual = adapter.run(params, xs, h0, g)
+    params, xs, h0 = integer_case(dtype, g)
+    expected = rnn_sequence(*integer_case(np.float64)).astype(dtype)
+    actual = adapter.run(params, xs, {"h": h0[None]})["h"]
     record("exact", adapter, dtype=dtype, equal=bool(np.array_equal(actual, expected)))
     assert_bitwise_equal(actual, expected, f"{adapter.describe()}, small integers, g={g}, {dtype}")

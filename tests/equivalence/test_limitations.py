@@ -7,23 +7,27 @@ lifts it, the test fails and the adapter's configurations should grow.
 import pytest
 
 from frameworks.base import LayerConfig
-from harness.cases import SequenceCase
+from harness.cases import Case
 
 
-@pytest.mark.only_adapters(lambda cls: cls.name == "onnx-ort")
-def test_onnx_runtime_refuses_batch_first_layout(layer):
+def rnn_case(config):
+    return Case("rnn", 5, 4, batch=3, steps=50, config=config)
+
+
+@pytest.mark.applies_to(lambda cls: cls.name == "onnx-ort")
+def test_onnx_runtime_refuses_batch_first_layout(adapter):
     config = LayerConfig(1, False, options=(("direction", "forward"), ("layout", 1)))
-    case = SequenceCase(config)
+    case = rnn_case(config)
     with pytest.raises(Exception, match=r"Batchwise recurrent operations \(layout == 1\) are not supported"):
-        layer.run(case.stack("float32"), case.inputs("float32"), case.h0("float32"), "tanh", config)
+        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), config)
 
 
-@pytest.mark.only_adapters(lambda cls: cls.name == "onnx-reference")
+@pytest.mark.applies_to(lambda cls: cls.name == "onnx-reference")
 @pytest.mark.parametrize("missing", ["relu", "sigmoid"])
-def test_onnx_reference_evaluator_refuses_activations_it_lacks(layer, missing, monkeypatch):
+def test_onnx_reference_evaluator_refuses_activations_it_lacks(adapter, missing, monkeypatch):
     """onnx/reference/ops/op_rnn.py implements Tanh and Affine only, hence the adapter's list."""
-    monkeypatch.setattr(layer, "activations", layer.activations + (missing,))
+    monkeypatch.setattr(adapter, "activations", adapter.activations + (missing,))
     config = LayerConfig(1, False, options=(("direction", "forward"), ("layout", 0)))
-    case = SequenceCase(config)
+    case = rnn_case(config).with_(activation=missing)
     with pytest.raises(Exception, match=r"Unknown activation function"):
-        layer.run(case.stack("float32"), case.inputs("float32"), case.h0("float32"), missing, config)
+        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), config)

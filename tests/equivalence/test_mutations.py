@@ -1,36 +1,31 @@
-"""The suite can fail: each adapter's deliberately wrong mappings are caught.
+"""No test that cannot fail: deliberately wrong mappings are caught, for every system.
 
 A mutation rewrites the adapter's native weights the way a wrong mapping
-would (a transposed kernel, swapped kernels, a dropped or doubled bias, the
-wrong concatenation order). On the square case the shapes still fit, so only
-the values can give it away; on the non-square case the adapter may instead
-refuse the shapes, which also counts as caught, provided the error names the
-framework's own parameter.
+would (a transposed kernel, swapped kernels or gates or directions or layers,
+a dropped or doubled bias, the wrong concatenation order). On the square case
+the shapes still fit, so only the values can give it away; on the non-square
+case the adapter may instead refuse the shapes, which also counts as caught,
+provided the error names the framework's own parameter.
 """
 
-import pytest
+from harness.compare import compare_outputs
 
-from harness.cases import MUTATION_CASES
-from harness.compare import compare
+ORDERS_OF_MAGNITUDE = 100  # a wrong mapping is not a rounding effect
 
 
-@pytest.mark.parametrize("case", MUTATION_CASES, ids=str)
-def test_wrong_mapping_is_detected(adapter, mutation, case, record):
-    dtype = "float32"
-    g = "tanh"
-    params, xs, h0 = case.params(dtype), case.inputs(dtype), case.h0(dtype)
-    wrong = adapter.mutations[mutation](adapter.to_native(params))
+def test_wrong_mapping_is_detected(adapter, mutation, mutation_case, record):
+    case, dtype = mutation_case, "float32"
+    wrong = adapter.mutations[mutation](adapter.to_native(case.stack(dtype), case.config))
+    what = f"{adapter.describe()} with mutation '{mutation}', {case.describe(dtype)}"
     try:
-        actual = adapter.run_native(wrong, xs, h0, g)
+        actual = adapter.run_native(wrong, case.inputs(dtype), case.state(dtype), case.config, case.stack().activation)
     except ValueError as error:
         assert "expected shape" in str(error), error
         assert case.input_size != case.hidden_size, f"a square case must be caught by value: {error}"
         record("mutation", adapter, mutation=mutation, detected=True, by="shape check")
         return
-    comparison = compare(actual, case.reference(g), case.bound_vs_reference(g, dtype),
-                         f"{adapter.describe()} with mutation '{mutation}', {case.describe(g, dtype)}")
+    comparison = compare_outputs(actual, adapter.arrange(case.reference(), case.config),
+                                 adapter.arrange(case.bound_vs_reference(dtype), case.config), what)
     record("mutation", adapter, mutation=mutation, detected=not comparison.equivalent, by="values",
            ratio=comparison.ratio)
-    assert not comparison.equivalent, f"mutation '{mutation}' went undetected: {comparison.message()}"
-    # A wrong mapping is not a rounding effect: it exceeds the bound by orders of magnitude.
-    assert comparison.ratio > 100, comparison.message()
+    assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"mutation went undetected: {comparison.message()}"

@@ -6,11 +6,20 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness.cases import Case
+from harness.cases import Case, LayerConfig
 from harness.compare import assert_bitwise_equal, assert_within_bound, compare
 from harness.tolerance import ACTIVATION_ULPS, UNIT_ROUNDOFF, gamma, pair_bound
 from harness.selection import is_ci
 from reference import ACTIVATIONS, concatenate_kernels, concatenated_step, rnn_sequence, split_step
+
+
+def vanilla(I, H, batch, steps, seed=0, g="tanh"):
+    """A vanilla cell case: rnn_sequence's arguments from it, and its bounds on h_t."""
+    return Case("rnn", I, H, batch, steps, seed, activation=g)
+
+
+def args(case, dtype="float64"):
+    return case.params(dtype), case.inputs(dtype), case.state(dtype)["h"][0]
 
 # The only Hypothesis tests, so their profiles live here: importing hypothesis costs about a
 # second, which the top-level conftest would make every pytest process pay.
@@ -80,12 +89,11 @@ def test_sigmoid_with_random_bias_agrees_under_both_formulas():
     dtype=st.sampled_from(["float32", "float64"]),
 )
 def test_both_formulas_agree_within_the_error_bound(input_size, hidden_size, batch, steps, seed, g, dtype):
-    case = Case(input_size, hidden_size, batch, steps, seed)
-    params, xs, h0 = case.params(dtype), case.inputs(dtype), case.h0(dtype)
-    one = rnn_sequence(params, xs, h0, g, formula="concatenated")
-    two = rnn_sequence(params, xs, h0, g, formula="split")
-    bound = pair_bound(case.bound(g, dtype), case.bound(g, dtype))
-    assert_within_bound(compare(one, two, bound, f"formula 1 vs formula 2, {case.describe(g, dtype)}"))
+    case = vanilla(input_size, hidden_size, batch, steps, seed, g)
+    one = rnn_sequence(*args(case, dtype), formula="concatenated")
+    two = rnn_sequence(*args(case, dtype), formula="split")
+    bound = pair_bound(case.bound(dtype)["output"], case.bound(dtype)["output"])
+    assert_within_bound(compare(one, two, bound, f"formula 1 vs formula 2, {case.describe(dtype)}"))
 
 
 @given(
@@ -97,36 +105,49 @@ def test_both_formulas_agree_within_the_error_bound(input_size, hidden_size, bat
 )
 def test_error_bound_holds_for_float32_numpy(input_size, hidden_size, steps, seed, g):
     """The error model is a claim; here it is checked where we control both computations."""
-    case = Case(input_size, hidden_size, 3, steps, seed)
+    case = vanilla(input_size, hidden_size, 3, steps, seed, g)
     for formula in ("concatenated", "split"):
-        actual = rnn_sequence(case.params("float32"), case.inputs("float32"), case.h0("float32"), g, formula)
-        assert_within_bound(compare(actual, case.reference(g), case.bound_vs_reference(g, "float32"),
-                                    f"float32 {formula} vs float64, {case.describe(g, 'float32')}"))
+        actual = rnn_sequence(*args(case, "float32"), formula=formula)
+        assert_within_bound(compare(actual, case.reference()["output"], case.bound_vs_reference("float32")["output"],
+                                    f"float32 {formula} vs float64, {case.describe('float32')}"))
 
 
 @pytest.mark.parametrize("g", sorted(ACTIVATIONS))
 def test_error_bound_is_tight_enough_to_catch_a_wrong_mapping(g):
     """A bound that grew without limit would pass anything. Over 50 steps it stays tiny
     next to the O(0.1) changes a wrong mapping causes."""
-    case = Case(16, 32, 4, 50, seed=3)
-    assert case.bound_vs_reference(g, "float32").max() < 1e-4
+    case = vanilla(16, 32, 4, 50, seed=3, g=g)
+    assert case.bound_vs_reference("float32")["output"].max() < 1e-4
+
+
+def test_a_stacked_bidirectional_bound_holds_for_float32_numpy():
+    """The one driver carries values and bounds through layers and directions alike."""
+    for family, variant in (("rnn", ""), ("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")):
+        case = Case(family, 5, 4, 3, 30, seed=2, config=LayerConfig(3, True), variant=variant)
+        from reference.stack import run_stack
+
+        actual = run_stack(case.stack("float32"), case.inputs("float32"), case.state("float32"))
+        expected, bounds = case.reference(), case.bound_vs_reference("float32")
+        assert sorted(actual) == sorted(expected)
+        for key in expected:
+            assert_within_bound(compare(actual[key], expected[key], bounds[key], f"{case.describe('float32')} {key}"))
 
 
 def test_float32_reference_stays_float32():
-    case = Case(3, 4, 2, 5)
-    assert rnn_sequence(case.params("float32"), case.inputs("float32"), case.h0("float32")).dtype == np.float32
+    case = vanilla(3, 4, 2, 5)
+    assert rnn_sequence(*args(case, "float32")).dtype == np.float32
 
 
 def test_bias_off_equals_zero_bias():
-    case = Case(3, 4, 2, 5)
-    params = case.params()
+    case = vanilla(3, 4, 2, 5)
+    params, xs, h0 = args(case)
     zero = params.replace(b_x=np.zeros(4), b_h=np.zeros(4))
-    assert_bitwise_equal(rnn_sequence(params.without_bias(), case.inputs(), case.h0()),
-                         rnn_sequence(zero, case.inputs(), case.h0()), "no bias vs zero bias")
+    assert_bitwise_equal(rnn_sequence(params.without_bias(), xs, h0), rnn_sequence(zero, xs, h0),
+                         "no bias vs zero bias")
 
 
 def test_sequence_starts_from_zero_state_by_default():
-    case = Case(3, 4, 2, 5)
+    case = vanilla(3, 4, 2, 5)
     assert_bitwise_equal(rnn_sequence(case.params(), case.inputs()),
                          rnn_sequence(case.params(), case.inputs(), np.zeros((2, 4))), "h0=None vs zeros")
 
@@ -141,14 +162,17 @@ def test_sequence_starts_from_zero_state_by_default():
     ],
 )
 def test_reference_refuses_bad_input(xs_shape, h0_shape, dtype, message):
-    params = Case(3, 4, 2, 5).params("float64")
+    params = vanilla(3, 4, 2, 5).params("float64")
     with pytest.raises((ValueError, TypeError), match=message):
         rnn_sequence(params, np.zeros(xs_shape, dtype), np.zeros(h0_shape, "float64"))
 
 
 def test_unknown_activation_and_formula_are_refused():
-    case = Case(3, 4, 2, 5)
+    case = vanilla(3, 4, 2, 5)
+    with pytest.raises(ValueError, match=r"activation: expected one of \('tanh', 'relu', 'sigmoid', 'identity'\) "
+                                         r"for rnn, got 'gelu'"):
+        case.params().replace(activation="gelu")
     with pytest.raises(ValueError, match=r"unknown activation 'gelu'; expected one of \['identity', 'relu', 'sigmoid', 'tanh'\]"):
-        rnn_sequence(case.params(), case.inputs(), g="gelu")
+        concatenated_step(np.ones((1, 2)), np.ones((1, 1)), np.ones((1, 1)), g="gelu")
     with pytest.raises(ValueError, match=r"unknown formula 'fused'; expected one of \('concatenated', 'split'\)"):
         rnn_sequence(case.params(), case.inputs(), formula="fused")

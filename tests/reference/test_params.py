@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from reference.params import RNNParams, random_inputs
+from reference.params import CellParams, random_inputs
 
 
 def good(H=4, I=3, dtype=np.float64):
@@ -14,10 +14,11 @@ def good(H=4, I=3, dtype=np.float64):
 @pytest.mark.parametrize(
     "change, error, message",
     [
-        (dict(W_hh=np.zeros((4, 3))), ValueError, r"W_hh: expected shape \(H, H\) with H=4 from W_hx = \(4, 4\), got \(4, 3\)"),
+        (dict(W_hh=np.zeros((4, 3))), ValueError, r"W_hh: expected shape \(H, H\) for rnn \(gates h\), got \(4, 3\)"),
+        (dict(W_hx=np.zeros((5, 3))), ValueError, r"W_hx: expected shape \(H, I\) with H=4 from W_hh = \(4, 3\), got \(5, 3\)"),
         (dict(W_hx=np.zeros(4)), ValueError, r"W_hx: expected a 2-D array of shape \(H, I\), got shape \(4,\)"),
-        (dict(b_x=np.zeros(5)), ValueError, r"b_x: expected shape \(H,\) with H=4 from W_hx = \(4,\), got \(5,\)"),
-        (dict(b_h=np.zeros((4, 1))), ValueError, r"b_h: expected shape \(H,\) with H=4 from W_hx = \(4,\), got \(4, 1\)"),
+        (dict(b_x=np.zeros(5)), ValueError, r"b_x: expected shape \(H,\) with H=4 from W_hh = \(4,\), got \(5,\)"),
+        (dict(b_h=np.zeros((4, 1))), ValueError, r"b_h: expected shape \(H,\) with H=4 from W_hh = \(4,\), got \(4, 1\)"),
         (dict(W_hx=np.zeros((4, 3), np.int64)), TypeError, r"W_hx: expected a float32 or float64 array, got dtype int64"),
         (dict(W_hh=np.zeros((4, 4), np.float16)), TypeError, r"W_hh: expected a float32 or float64 array, got dtype float16"),
         (dict(b_x=np.array([0, np.nan, 0, 0])), ValueError, r"b_x: expected finite values, got nan at index \(1,\)"),
@@ -28,22 +29,22 @@ def good(H=4, I=3, dtype=np.float64):
 )
 def test_bad_parameters_are_refused_with_expected_and_received(change, error, message):
     with pytest.raises(error, match=message):
-        RNNParams(**{**good(), **change})
+        CellParams.rnn(**{**good(), **change})
 
 
 def test_no_bias_is_both_biases_none():
-    params = RNNParams(**{**good(), "b_x": None, "b_h": None})
+    params = CellParams.rnn(**{**good(), "b_x": None, "b_h": None})
     assert not params.has_bias and params.b is None
 
 
 def test_random_is_seeded():
-    a, b, c = RNNParams.random(3, 4, seed=1), RNNParams.random(3, 4, seed=1), RNNParams.random(3, 4, seed=2)
+    a, b, c = CellParams.random("rnn", 3, 4, seed=1), CellParams.random("rnn", 3, 4, seed=1), CellParams.random("rnn", 3, 4, seed=2)
     np.testing.assert_array_equal(a.W_hx, b.W_hx)
     assert not np.array_equal(a.W_hx, c.W_hx)
 
 
 def test_random_values_are_distinct_nonzero_and_exact_in_float32():
-    params = RNNParams.random(5, 7, seed=3)
+    params = CellParams.random("rnn", 5, 7, seed=3)
     values = np.concatenate([t.ravel() for t in (params.W_hx, params.W_hh, params.b_x, params.b_h)])
     assert np.unique(np.abs(values)).size == values.size, "a swapped or transposed tensor could hide"
     assert np.all(values != 0)
@@ -54,7 +55,7 @@ def test_random_values_are_distinct_nonzero_and_exact_in_float32():
 def test_random_recurrent_kernel_contracts():
     """Row sums of |W_hh| below 1 keep errors and relu states from growing over 50 steps."""
     for seed in range(20):
-        assert np.abs(RNNParams.random(3, 8, seed).W_hh).sum(axis=1).max() < 1.6
+        assert np.abs(CellParams.random("rnn", 3, 8, seed).W_hh).sum(axis=1).max() < 1.6
 
 
 def test_random_inputs_shape_and_exactness():

@@ -1,0 +1,60 @@
+"""What each test contributes to the equivalence summary, attached to its report.
+
+A plugin of every process (pytest-xdist workers run the tests): the ``record``
+fixture attaches one result per comparison to the test's report
+(``user_properties``, which xdist carries to the controller), and a failing
+test becomes a record too, so the summary (``harness.summary``) can never call a
+system equivalent when its tests failed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.summary import PROPERTY
+
+
+def _systems(params: dict):
+    """(system, other or None) of a test's parameters: the system, or the two sides of a pair."""
+    pair = params.get("system_pair")
+    if pair:
+        return pair[0], pair[1]
+    return params.get("system"), None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    system, other = _systems(params)
+    if report.failed and system:
+        crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own message, if pytest kept it
+        message = crash.message if crash else (report.longreprtext.strip().splitlines() or [""])[-1]
+        message = " ".join(message.split())
+        report.user_properties.append((PROPERTY, {
+            "kind": "failure", "system": system, "pair": other is not None,
+            **({"other": other} if other else {}),
+            "dtype": params.get("dtype") or "float32", "test": item.nodeid, "message": message[:300]}))
+    return report
+
+
+@pytest.fixture
+def record(request):
+    """``record(kind, adapter, **fields)``: attach a result to this test's report, for the summary."""
+    known = request.node.get_closest_marker("xfail")
+    if known is not None:
+        # A known upstream bug: listed under the table, kept out of the worst ratio.
+        params = request.node.callspec.params
+        request.node.user_properties.append((PROPERTY, {
+            "kind": "known", "system": _systems(params)[0], "dtype": params["dtype"],
+            "known_issue": known.kwargs["reason"]}))
+
+    def record(kind, adapter, **fields):
+        if known is not None:
+            return
+        versions = ", ".join(f"{k} {v}" for k, v in adapter.versions().items())
+        request.node.user_properties.append(
+            (PROPERTY, {"kind": kind, "system": adapter.name, "cell": adapter.describe(), "versions": versions,
+                        **fields}))
+
+    return record

@@ -1,0 +1,112 @@
+"""Bad input gets a clear error, never a wrong answer: for every system, the message says what
+was expected and what was received, in the framework's own parameter names.
+
+Sizes are read from the weights (the hidden size from the recurrent kernel) and the inputs,
+and the argument that disagrees with them is the one named.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+from harness.cases import Case
+
+
+def case_of(adapter) -> Case:
+    config = next((c for c in (adapter.mutation_config, *adapter.configs) if c.initial_state), adapter.mutation_config)
+    return Case(adapter.family, 3, 5, batch=2, steps=4, seed=11, config=config, activation=adapter.activations[0],
+                variant=adapter.variant, zero_b_hn=adapter.zero_b_hn)
+
+
+def run_native(adapter, case, native=None, xs=None, state="given", g=None):
+    native = adapter.to_native(case.stack("float32"), case.config) if native is None else native
+    return adapter.run_native(native, case.inputs("float32") if xs is None else xs,
+                              case.state("float32") if state == "given" else state, case.config,
+                              g or case.stack().activation)
+
+
+def test_wrong_weight_shape_names_the_frameworks_parameter(adapter):
+    case = case_of(adapter)
+    native = adapter.to_native(case.stack("float32"), case.config)
+    recurrent = adapter.recurrent_kernel(case.config)
+    name = next((n for n in sorted(native) if n != recurrent and np.ndim(native[n]) >= 2), recurrent)
+    bad = {**native, name: np.asarray(native[name])[..., :-1]}
+    expected = f"{re.escape(name)}: expected shape .* = {re.escape(str(np.shape(native[name])))}, " \
+               f"got {re.escape(str(bad[name].shape))}"
+    with pytest.raises(ValueError, match=expected):
+        run_native(adapter, case, bad)
+
+
+def test_every_missing_weight_is_named(adapter):
+    case = case_of(adapter)
+    native = adapter.to_native(case.stack("float32"), case.config)
+    for name in native:
+        with pytest.raises(ValueError, match=rf"missing \[{re.escape(repr(name))}\]|\(missing {re.escape(repr(name))}\)"):
+            run_native(adapter, case, {n: v for n, v in native.items() if n != name})
+
+
+def test_integer_weights_are_refused(adapter):
+    case = case_of(adapter)
+    native = adapter.to_native(case.stack("float32"), case.config)
+    name = next(n for n in sorted(native) if n != adapter.recurrent_kernel(case.config))
+    native[name] = np.asarray(native[name]).astype(np.int32)
+    with pytest.raises(TypeError, match=rf"{re.escape(name)}: expected a float32 or float64 array, got dtype int32"):
+        run_native(adapter, case, native)
+
+
+def test_weights_in_another_dtype_than_the_inputs_are_refused(adapter):
+    case = case_of(adapter)
+    xs = case.inputs("float32").astype(np.float16)
+    with pytest.raises(TypeError, match=r"inputs: expected dtype in .* got float16"):
+        run_native(adapter, case, xs=xs)
+    if "float64" in adapter.dtypes:
+        with pytest.raises(TypeError, match=r"expected dtype float64 \(the inputs'\), got float32"):
+            run_native(adapter, case, xs=case.inputs("float64"), state=None)
+
+
+def test_wrong_input_size_names_the_input_kernel(adapter):
+    case = case_of(adapter)
+    with pytest.raises(ValueError, match=r"expected shape .* \(input_size=2 from the inputs"):
+        run_native(adapter, case, xs=case.inputs("float32")[..., :-1])
+
+
+def test_wrong_state_width_names_the_state_not_a_weight(adapter):
+    """The hidden size is read from the weights, so a state of the wrong width is blamed itself."""
+    case = case_of(adapter)
+    state = {key: value[..., :-1] for key, value in case.state("float32").items()}
+    key = next(iter(state))
+    with pytest.raises(ValueError, match=rf"{re.escape(adapter.state_names[key])}: expected shape .* "
+                                          rf"\(batch from the inputs, hidden_size=5 from .*got .*4\)"):
+        run_native(adapter, case, state=state)
+
+
+def test_state_batch_mismatch_is_refused(adapter):
+    case = case_of(adapter)
+    state = {key: np.concatenate([value, value[:, :1]], axis=1) for key, value in case.state("float32").items()}
+    with pytest.raises(ValueError, match=r"expected shape \(.*, batch, hidden_size\) = \(\d+, 2, 5\)"):
+        run_native(adapter, case, state=state)
+
+
+def test_unknown_state_is_refused(adapter):
+    case = case_of(adapter)
+    state = {**case.state("float32"), "m": case.state("float32")["h"]}
+    with pytest.raises(ValueError, match=r"initial state: expected a dict with keys \[.*\] \(or None\), got \[.*'m'"):
+        run_native(adapter, case, state=state)
+
+
+def test_unsupported_activation_is_refused(adapter):
+    case = case_of(adapter)
+    with pytest.raises(ValueError, match=r"activation 'softplus' is not supported; expected one of"):
+        run_native(adapter, case, g="softplus")
+
+
+def test_parameters_of_another_cell_are_refused(adapter):
+    """An LSTM's weights handed to a GRU, or a reset-after GRU's to a reset-before one, is a mistake
+    the mapping could otherwise make fit."""
+    case = case_of(adapter)
+    other = {"rnn": dict(family="lstm"), "lstm": dict(family="gru"),
+             "gru": dict(variant="reset_before" if adapter.variant == "reset_after" else "reset_after")}[adapter.family]
+    wrong = case.with_(activation="", **{"variant": "", **other})
+    with pytest.raises(ValueError, match=rf"computes a {adapter.family}.* cell; got parameters of a "):
+        adapter.run(wrong.stack("float32"), case.inputs("float32"), None, case.config)
