@@ -12,7 +12,7 @@ For H in {32, 128, 512} (input size I = H), batch in {1, 64}, one step and a
 in NumPy, PyTorch (eager), TensorFlow (tf.function) and JAX (jit, lax.scan),
 and reports medians and the ratio concat/split. Before timing, every variant's
 output is checked against the float64 reference within the suite's derived
-error bound (harness.tolerance.error_bound), so only correct code is timed.
+error bound (harness.tolerance.reference_and_bound), so only correct code is timed.
 
     python benchmarks/rnn_formulas.py --output docs/BENCHMARKS.md      (about 5 minutes here)
 
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from harness.report import cpu_name  # noqa: E402
-from harness.tolerance import error_bound  # noqa: E402
-from reference.params import RNNParams, random_inputs, random_state  # noqa: E402
+from harness.tolerance import reference_and_bound as bounded_reference  # noqa: E402
+from reference.params import CellParams, random_inputs, random_state  # noqa: E402
 from reference.rnn import rnn_sequence  # noqa: E402
 
 SIZES = (32, 128, 512)
@@ -46,17 +46,17 @@ STEPS = (1, 100)
 VARIANTS = ("concat", "split", "hoisted", "own")
 
 
-def random_params(size: int, seed: int) -> RNNParams:
-    """Float32-exact values with RNNParams.random's scales. Not its all-distinct search, which is
+def random_params(size: int, seed: int) -> CellParams:
+    """Float32-exact values with CellParams.random's scales. Not its all-distinct search, which is
     for catching wrong mappings and never ends at these sizes: this only has to be correct."""
     rng = np.random.default_rng(seed)
     W_hx = rng.uniform(-1, 1, (size, size)) / np.sqrt(size)
     W_hh = rng.uniform(-1, 1, (size, size)) * (1.6 / size)  # contracting: states stay in tanh's range
     b_x, b_h = rng.uniform(-0.5, 0.5, size), rng.uniform(-0.5, 0.5, size)
-    return RNNParams(*(t.astype(np.float32).astype(np.float64) for t in (W_hx, W_hh, b_x, b_h)))
+    return CellParams.rnn(*(t.astype(np.float32).astype(np.float64) for t in (W_hx, W_hh, b_x, b_h)))
 
 
-def weights(params: RNNParams) -> dict:
+def weights(params: CellParams) -> dict:
     """Row-major (batch-first) kernels, transposed once here rather than at every step."""
     W_h = np.hstack([params.W_hh, params.W_hx])  # the lecture's W_h = [W_hh | W_hx]
     return {"W_hT": np.ascontiguousarray(W_h.T), "W_hhT": np.ascontiguousarray(params.W_hh.T),
@@ -257,7 +257,8 @@ def median_seconds(fn, min_time: float, repeats: int) -> float:
 def reference_and_bound(params, xs, h0):
     """The float64 reference's last state, and the suite's float32 error bound for it."""
     xs, h0 = xs.astype(np.float64), h0.astype(np.float64)
-    return rnn_sequence(params, xs, h0)[-1], error_bound(params, xs, h0, "tanh", "float32")[-1]
+    _, bound = bounded_reference(params, xs, {"h": h0[None]}, "float32")
+    return rnn_sequence(params, xs, h0)[-1], bound["output"][-1]
 
 
 def check(name, variant, out, expected):
@@ -278,7 +279,7 @@ def run(frameworks, min_time, repeats):
             for B in BATCHES:
                 for T in STEPS:
                     xs = random_inputs(T, B, H, seed=T, dtype=np.float32)
-                    h0 = random_state(B, H, seed=B, dtype=np.float32)
+                    h0 = random_state((B, H), seed=B, dtype=np.float32)
                     expected = reference_and_bound(params64, xs, h0)
                     variants = FRAMEWORKS[name](w, xs, h0, params)
                     row = {"framework": name, "H": H, "batch": B, "steps": T}

@@ -1,1 +1,479 @@
-"""Being ported to the one adapter interface."""
+"""Flax's cells, nnx and linen (``SimpleCell``, ``LSTMCell``, ``GRUCell``), and the layer
+``nnx.RNN`` over ``nnx.SimpleCell`` (with ``nnx.Bidirectional`` of two of them).
+
+Flax computes every dense on batch rows with kernels stored (in, out), hence
+the transposes below, and keeps one dense per gate where the framework has one.
+The mappings, written once each:
+
+    canonical: W_x (G*H, I), W_h (G*H, H), b_x (G*H), b_h (G*H); gates h (rnn), i f g o (LSTM), r z n (GRU)
+
+    SimpleCell, nnx and the nnx.RNN layer:
+        dense_i.kernel (I, H) = W_hx^T, dense_i.bias (H) = b_x + b_h, dense_h.kernel (H, H) = W_hh^T
+        (the layer prefixes each name with its direction: "forward.", "backward.")
+    SimpleCell, linen: i.kernel, i.bias, h.kernel, the same arrays under linen's module names
+
+Only the SimpleCell's input dense has a bias ("input and recurrent layers are
+summed so only one needs a bias"): the two canonical biases are summed (one
+rounding) and come back as b_x, with b_h = 0. The cells have no switch to drop
+their bias, so a bias-free canonical cell maps to zeros. The gated cells'
+mappings are written above their classes below.
+
+JAX computes float64 only with x64 switched on, which the adapters do
+before creating any array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frameworks.base import (
+    CELL, Adapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, swapped, transposed,
+)
+from reference.cells import state_keys
+from reference.stack import DIRECTIONS, StackParams
+
+
+def _summed_bias(params) -> np.ndarray:
+    """b_x + b_h where the cell has biases; zeros where it has none (Flax cannot drop its biases)."""
+    return params.b if params.has_bias else np.zeros(params.W_h.shape[0], params.dtype)
+
+
+class FlaxBase(Adapter):
+    """The framework, and the ways of building and stepping its cells, shared by every Flax system."""
+
+    distributions = ("flax", "jax")
+    requires = ("flax", "jax")
+    state_names = {"h": "carry"}
+
+    def __init__(self):
+        jax = import_framework("jax", self.name)
+        jax.config.update("jax_enable_x64", True)  # before any array exists
+        self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)
+        self.flax = import_framework("flax", self.name)
+        self.nnx = import_framework("flax.nnx", self.name)
+        self.linen = import_framework("flax.linen", self.name)
+
+    def _activation(self, g: str):
+        return {"tanh": self.jnp.tanh, "relu": self.jax.nn.relu, "sigmoid": self.jax.nn.sigmoid,
+                "identity": lambda z: z}[g]
+
+    def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
+        stack = super().from_native(native, config)
+        if config.bias:
+            return stack
+        # No switch for the bias: a bias-free cell was mapped to zeros, which come back as no bias.
+        for _, _, params in stack.cells():
+            if np.any(params.b_x != 0) or np.any(params.b_h != 0):
+                raise ValueError(f"{self.cell}: configuration {config} has no bias, but the native biases are "
+                                 f"non-zero; dropping them would change the cell")
+        return stack.map(lambda params: params.without_bias())
+
+    # --- building ---------------------------------------------------------------------
+    def _nnx_cell(self, cell_class, native: Native, tag: str, input_size: int, hidden_size: int, dtype, **options):
+        """An nnx cell holding the native weights named ``tag`` + "module.weight"."""
+        nnx, zeros = self.nnx, self.nnx.initializers.zeros  # overwritten at once; the default init compiles a QR
+        cell = cell_class(input_size, hidden_size, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0),
+                          kernel_init=zeros, recurrent_kernel_init=zeros, **options)
+        for name, value in native.items():
+            if name.startswith(tag):
+                module, weight = name[len(tag):].split(".")
+                getattr(getattr(cell, module), weight)[...] = self.jnp.asarray(value)
+        return cell
+
+    def _nnx_stepper(self, cell):
+        """One step of an nnx cell, jitted: eager nnx calls cost milliseconds each."""
+        nnx = self.nnx
+        graph, weights = nnx.split(cell)
+        step = self.jax.jit(lambda weights, carry, x: nnx.merge(graph, weights)(carry, x)[0])
+        return lambda carry, x: step(weights, carry, x)
+
+    def _linen_stepper(self, cell, native: Native):
+        """One step of a linen cell, jitted, with the native weights ("module.weight") as its params."""
+        params = {"params": {}}
+        for name, value in native.items():
+            module, weight = name.split(".")
+            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
+        step = self.jax.jit(lambda params, carry, x: cell.apply(params, carry, x)[0])
+        return lambda carry, x: step(params, carry, x)
+
+    # --- the framework's own weights --------------------------------------------------
+    def _nnx_shapes(self, module, rename=lambda name: name) -> dict[str, tuple[int, ...]]:
+        """Every parameter of a freshly built nnx module, by its dotted path."""
+        nnx = self.nnx
+        return {rename(".".join(str(p) for p in path)): tuple(variable[...].shape)
+                for path, variable in nnx.to_flat_state(nnx.state(module, nnx.Param))}
+
+    def _linen_shapes(self, cell, input_size: int) -> dict[str, tuple[int, ...]]:
+        """Every parameter of a linen cell initialised on a batch of one."""
+        key = self.jax.random.PRNGKey(0)
+        x = self.jnp.zeros((1, input_size))
+        variables = cell.init(key, cell.initialize_carry(key, x.shape), x)
+        return {f"{module}.{name}": tuple(value.shape)
+                for module, weights in variables["params"].items() for name, value in weights.items()}
+
+    # --- running a cell -----------------------------------------------------------------
+    def _stepper(self, native: Native, input_size: int, hidden_size: int, dtype, g: str):
+        raise NotImplementedError
+
+    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+        jnp = self.jnp
+        dtype, H = self.check_call(native, xs, state, config, g)
+        step = self._stepper(native, xs.shape[2], H, dtype, g)
+        start = {key: jnp.asarray(value) for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
+        lstm = self.family == "lstm"
+        carry = (start["c"], start["h"]) if lstm else start["h"]  # an LSTM's carry is (c, h)
+        trace = {key: [] for key in state_keys(self.family)}
+        for x in xs:
+            carry = step(carry, jnp.asarray(x))
+            trace["h"].append(np.asarray(carry[1] if lstm else carry))
+            if lstm:
+                trace["c"].append(np.asarray(carry[0]))
+        return {key: np.stack(values) for key, values in trace.items()}
+
+
+# --- SimpleCell -------------------------------------------------------------------
+NNX_NAMES = ("dense_i.kernel", "dense_i.bias", "dense_h.kernel")
+LINEN_NAMES = ("i.kernel", "i.bias", "h.kernel")
+
+
+class FlaxSimpleCellMapping(FlaxBase):
+    """The SimpleCell mapping of the module docstring, for one cell whose names begin with ``tag``."""
+
+    family = "rnn"
+    names: tuple[str, str, str]  # kernel_i, bias_i, kernel_h: NNX_NAMES or LINEN_NAMES
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
+        I, H = input_size, hidden_size  # a bias, with or without a canonical bias
+        return {kernel_i: ((I, H), "(in_features, hidden_features)"), bias_i: ((H,), "(hidden_features,)"),
+                kernel_h: ((H, H), "(hidden_features, hidden_features)")}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
+        return {kernel_i: params.W_hx.T, bias_i: _summed_bias(params), kernel_h: params.W_hh.T}
+
+    def cell_from_native(self, native: Native, tag: str):
+        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
+        bias = np.asarray(native[bias_i])
+        return self.params(np.asarray(native[kernel_i]).T, np.asarray(native[kernel_h]).T, bias, np.zeros_like(bias))
+
+    def recurrent_kernel(self, config) -> str:
+        return self.tag(0, 0) + self.names[2]
+
+
+class FlaxNNXSimpleCell(FlaxSimpleCellMapping):
+    name = "flax-nnx"
+    cell = "flax.nnx.SimpleCell"
+    names = NNX_NAMES
+    mutations = {
+        "dense_i.kernel not transposed": transposed("dense_i.kernel"),
+        "dense_h.kernel not transposed": transposed("dense_h.kernel"),
+        "dense_i.kernel and dense_h.kernel swapped": swapped("dense_i.kernel", "dense_h.kernel"),
+        "dense_i.bias dropped": scaled("dense_i.bias", 0.0),
+        "dense_i.bias doubled": scaled("dense_i.bias", 2.0),
+    }
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return self._nnx_shapes(self.nnx.SimpleCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
+
+    def _stepper(self, native, input_size, hidden_size, dtype, g):
+        return self._nnx_stepper(self._nnx_cell(self.nnx.SimpleCell, native, "", input_size, hidden_size, dtype,
+                                                activation_fn=self._activation(g)))
+
+
+class FlaxLinenSimpleCell(FlaxSimpleCellMapping):
+    name = "flax-linen"
+    cell = "flax.linen.SimpleCell"
+    names = LINEN_NAMES
+    mutations = {
+        "i.kernel not transposed": transposed("i.kernel"),
+        "h.kernel not transposed": transposed("h.kernel"),
+        "i.kernel and h.kernel swapped": swapped("i.kernel", "h.kernel"),
+        "i.bias dropped": scaled("i.bias", 0.0),
+        "i.bias doubled": scaled("i.bias", 2.0),
+    }
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return self._linen_shapes(self.linen.SimpleCell(features=hidden_size), input_size)
+
+    def _stepper(self, native, input_size, hidden_size, dtype, g):
+        cell = self.linen.SimpleCell(features=hidden_size, activation_fn=self._activation(g), dtype=dtype,
+                                     param_dtype=dtype)
+        return self._linen_stepper(cell, native)
+
+
+# --- nnx.RNN(SimpleCell) and nnx.Bidirectional: the nnx SimpleCell mapping, per direction ---
+class FlaxNNXRNN(FlaxSimpleCellMapping):
+    """``nnx.RNN`` over ``nnx.SimpleCell``, and ``nnx.Bidirectional`` of two of them (one layer)."""
+
+    name = "flax-nnx-rnn"
+    cell = "flax.nnx.RNN(SimpleCell)"
+    names = NNX_NAMES
+    layer = True
+    # Layers are tested for structure (directions, layouts, states); every activation is
+    # already tested on the cell. tanh saturates, relu does not.
+    activations = ("tanh", "relu")
+    state_names = {"h": "initial_carry"}
+    configs = (
+        LayerConfig(1, False, options=(("return_carry", True),)),
+        LayerConfig(1, False, initial_state=False, options=(("time_major", True),)),
+        LayerConfig(1, False, options=(("return_carry", True), ("reverse", True))),
+        LayerConfig(1, False, options=(("return_carry", True), ("reverse", True), ("keep_order", True))),
+        LayerConfig(1, True, options=(("return_carry", True),)),
+    )
+    mutation_config = LayerConfig(1, True, options=(("return_carry", True),))
+    layout_config = LayerConfig(1, True)  # nnx.Bidirectional: both directions' weights
+    mutations = {
+        "forward.dense_h.kernel not transposed": transposed("forward.dense_h.kernel"),
+        "forward and backward swapped": lambda n: {
+            **{k.replace("forward.", "backward."): v for k, v in n.items() if k.startswith("forward.")},
+            **{k.replace("backward.", "forward."): v for k, v in n.items() if k.startswith("backward.")}},
+        "backward.dense_i.bias dropped": scaled("backward.dense_i.bias", 0.0),
+    }
+
+    def tag(self, layer: int, direction: int) -> str:
+        return f"{DIRECTIONS[direction]}."
+
+    def reads_reversed(self, config: LayerConfig) -> bool:
+        return bool(config.option("reverse"))
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        nnx = self.nnx
+        rnn = lambda: nnx.RNN(nnx.SimpleCell(input_size, hidden_size, rngs=nnx.Rngs(0)))
+        if not self.layout_config.bidirectional:
+            return self._nnx_shapes(rnn(), lambda name: name.replace("cell.", "forward.", 1))
+        renames = {"forward_rnn.cell.": "forward.", "backward_rnn.cell.": "backward."}
+
+        def rename(name):
+            prefix = next((p for p in renames if name.startswith(p)), None)
+            return name if prefix is None else renames[prefix] + name[len(prefix):]
+
+        return self._nnx_shapes(nnx.Bidirectional(rnn(), rnn()), rename)
+
+    def arrange(self, result: dict, config: LayerConfig) -> dict:
+        outputs = result["output"]
+        if config.option("keep_order"):  # read reversed, reported in input time order
+            outputs = outputs[::-1]
+        arranged = {"outputs": outputs if config.option("time_major") else outputs.transpose(1, 0, 2)}
+        if config.option("return_carry"):
+            for d in range(config.num_directions):
+                arranged[f"carry {DIRECTIONS[d]}"] = result["h_n"][d]
+        return arranged
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        jnp, nnx = self.jnp, self.nnx
+        dtype, H = self.check_call(native, xs, state, config, g)
+        cells = [self._nnx_cell(nnx.SimpleCell, native, self.tag(0, d), xs.shape[2], H, dtype,
+                                activation_fn=self._activation(g)) for d in range(config.num_directions)]
+        time_major = bool(config.option("time_major"))
+        inputs = jnp.asarray(xs if time_major else xs.transpose(1, 0, 2))
+        return_carry = bool(config.option("return_carry"))
+        initial = None if state is None else tuple(jnp.asarray(h) for h in state["h"])
+        if config.bidirectional:
+            layer = nnx.Bidirectional(nnx.RNN(cells[0]), nnx.RNN(cells[1], reverse=True, keep_order=True),
+                                      time_major=time_major)
+        else:
+            layer = nnx.RNN(cells[0], time_major=time_major, reverse=bool(config.option("reverse")),
+                            keep_order=bool(config.option("keep_order")))
+            initial = None if initial is None else initial[0]
+        result = layer(inputs, initial_carry=initial, return_carry=return_carry)
+        if not return_carry:
+            return {"outputs": np.asarray(result)}
+        carry, outputs = result
+        carries = carry if config.bidirectional else (carry,)
+        return {"outputs": np.asarray(outputs),
+                **{f"carry {DIRECTIONS[d]}": np.asarray(c) for d, c in enumerate(carries)}}
+
+
+# --- gated cells ------------------------------------------------------------------
+#
+# Flax keeps one bias per gate where the framework has one, so the mapping sums:
+#   canonical LSTM gates i f g o: W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
+#   LSTMCell (nnx and linen), one dense per gate and side, kernels (in, out):
+#       ii/if/ig/io.kernel (I, H) = W_x gate^T, no bias;
+#       hi/hf/hg/ho.kernel (H, H) = W_h gate^T, hi/hf/hg/ho.bias (H) = b_x + b_h of the gate
+#       (nnx names the forget dense ``if_``: ``if`` is a keyword)
+#   canonical GRU gates r z n (reset after, as Flax computes):
+#   linen GRUCell: ir/iz/in.kernel (I, H) with biases, hr/hz.kernel (H, H) without, hn.kernel (H, H)
+#       with bias: ir.bias = b_xr + b_hr, iz.bias = b_xz + b_hz, in.bias = b_xn, hn.bias = b_hn
+#   nnx GRUCell: dense_i.kernel (I, 3H) and dense_i.bias (3H) for r z n, dense_h.kernel (H, 3H) and
+#       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
+#       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
+LSTM_GATES = ("i", "f", "g", "o")
+
+
+def _lstm_names(forget: str, tag: str = ""):
+    """Input denses ii, if (if_ in nnx), ig, io; hidden denses hi, hf, hg, ho."""
+    return ([f"{tag}i{g}.kernel" for g in ("i", forget, "g", "o")], [f"{tag}h{g}.kernel" for g in LSTM_GATES],
+            [f"{tag}h{g}.bias" for g in LSTM_GATES])
+
+
+def _swap_dense(native: Native, a: str, b: str) -> Native:
+    """Exchange two denses' weights, whatever the forget dense is called (if, if_)."""
+    names = {n.split(".")[0] for n in native}
+    a, b = next(n for n in names if n.rstrip("_") == a), next(n for n in names if n.rstrip("_") == b)
+    out = dict(native)
+    for name in native:
+        module, weight = name.split(".")
+        if module in (a, b):
+            out[f"{b if module == a else a}.{weight}"] = native[name]
+    return out
+
+
+class FlaxLSTMCell(FlaxBase):
+    family = "lstm"
+    state_names = {"h": "carry[1] (h)", "c": "carry[0] (c)"}  # the carry is (c, h)
+    forget_name: str  # "f_" in nnx (the attribute is if_), "f" in linen
+    mutations = {
+        "gates i and f swapped": lambda n: _swap_dense(n, "ii", "if"),
+        "hidden kernels not transposed": lambda n: {k: (v.T if k.startswith("h") and k.endswith("kernel") else v)
+                                                    for k, v in n.items()},
+    }
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
+        I, H = input_size, hidden_size
+        spec = {n: ((I, H), "(in_features, hidden_features)") for n in kernels_i}
+        spec.update({n: ((H, H), "(hidden_features, hidden_features)") for n in kernels_h})
+        spec.update({n: ((H,), "(hidden_features,)") for n in biases})
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
+        b = _summed_bias(params)
+        native = {}
+        for k, gate in enumerate(LSTM_GATES):
+            native[kernels_i[k]] = params.gate(params.W_x, gate).T
+            native[kernels_h[k]] = params.gate(params.W_h, gate).T
+            native[biases[k]] = params.gate(b, gate)
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
+        b = np.concatenate([native[n] for n in biases])
+        return self.params(np.vstack([np.asarray(native[n]).T for n in kernels_i]),
+                           np.vstack([np.asarray(native[n]).T for n in kernels_h]), b, np.zeros_like(b))
+
+    def recurrent_kernel(self, config) -> str:
+        return "hi.kernel"  # (H, H)
+
+
+class FlaxNNXLSTMCell(FlaxLSTMCell):
+    name = "flax-nnx-lstm"
+    cell = "flax.nnx.LSTMCell"
+    forget_name = "f_"
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return self._nnx_shapes(self.nnx.LSTMCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
+
+    def _stepper(self, native, input_size, hidden_size, dtype, g):
+        return self._nnx_stepper(self._nnx_cell(self.nnx.LSTMCell, native, "", input_size, hidden_size, dtype))
+
+
+class FlaxLinenLSTMCell(FlaxLSTMCell):
+    name = "flax-linen-lstm"
+    cell = "flax.linen.LSTMCell"
+    forget_name = "f"
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return self._linen_shapes(self.linen.LSTMCell(features=hidden_size), input_size)
+
+    def _stepper(self, native, input_size, hidden_size, dtype, g):
+        return self._linen_stepper(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype), native)
+
+
+class FlaxLinenGRUCell(FlaxBase):
+    name = "flax-linen-gru"
+    cell = "flax.linen.GRUCell"
+    family, variant = "gru", "reset_after"
+    kept_hidden_biases = ("n",)  # hn.bias holds b_hn, which r multiplies
+    mutations = {
+        "gates r and z swapped": lambda n: _swap_dense(_swap_dense(n, "ir", "iz"), "hr", "hz"),
+        "hn.bias dropped": scaled("hn.bias", 0.0),
+        "hn.bias moved into in.bias": lambda n: {**n, "in.bias": n["in.bias"] + n["hn.bias"],
+                                                 "hn.bias": np.zeros_like(n["hn.bias"])},
+    }
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size
+        spec = {}
+        for g in "rzn":
+            spec[f"{tag}i{g}.kernel"] = ((I, H), "(in_features, features)")
+            spec[f"{tag}i{g}.bias"] = ((H,), "(features,)")
+        spec.update({f"{tag}h{g}.kernel": ((H, H), "(features, features)") for g in "rzn"})
+        spec[f"{tag}hn.bias"] = ((H,), "(features,)")
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        native = {}
+        for gate in "rzn":
+            native[f"{tag}i{gate}.kernel"] = params.gate(params.W_x, gate).T
+            native[f"{tag}h{gate}.kernel"] = params.gate(params.W_h, gate).T
+        b = _summed_bias(params)
+        zeros = np.zeros(params.hidden_size, params.dtype)
+        native[f"{tag}ir.bias"] = params.gate(b, "r")
+        native[f"{tag}iz.bias"] = params.gate(b, "z")
+        native[f"{tag}in.bias"] = params.gate(params.b_x, "n") if params.has_bias else zeros
+        native[f"{tag}hn.bias"] = params.gate(params.b_h, "n") if params.has_bias else zeros
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        W_x = np.vstack([np.asarray(native[f"{tag}i{g}.kernel"]).T for g in "rzn"])
+        W_h = np.vstack([np.asarray(native[f"{tag}h{g}.kernel"]).T for g in "rzn"])
+        zero = np.zeros_like(native[f"{tag}hn.bias"])
+        b_x = np.concatenate([native[f"{tag}ir.bias"], native[f"{tag}iz.bias"], native[f"{tag}in.bias"]])
+        return self.params(W_x, W_h, b_x, np.concatenate([zero, zero, native[f"{tag}hn.bias"]]))
+
+    def recurrent_kernel(self, config) -> str:
+        return "hn.kernel"  # (H, H)
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return self._linen_shapes(self.linen.GRUCell(features=hidden_size), input_size)
+
+    def _stepper(self, native, input_size, hidden_size, dtype, g):
+        return self._linen_stepper(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype), native)
+
+
+class FlaxNNXGRUCell(FlaxBase):
+    name = "flax-nnx-gru"
+    cell = "flax.nnx.GRUCell"
+    family, variant = "gru", "reset_after"
+    zero_b_hn = True  # the cell cannot hold b_hn: its cases run with b_hn = 0
+    hidden_axis = 0  # dense_h.kernel is (H, 3H)
+    mutations = {
+        "gates r and z swapped": lambda n: {**n, **{k: reorder_gates(n[k], (1, 0, 2), axis=-1)
+                                                    for k in ("dense_i.kernel", "dense_i.bias", "dense_h.kernel")}},
+        "dense_h.kernel transposed blockwise": lambda n: {**n, "dense_h.kernel": np.concatenate(
+            [b.T for b in np.split(n["dense_h.kernel"], 3, axis=1)], axis=1)},
+    }
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size
+        return {f"{tag}dense_i.kernel": ((I, 3 * H), "(in_features, 3*hidden_features)"),
+                f"{tag}dense_i.bias": ((3 * H,), "(3*hidden_features,)"),
+                f"{tag}dense_h.kernel": ((H, 3 * H), "(hidden_features, 3*hidden_features)")}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        if params.has_bias:
+            b_hn = params.gate(params.b_h, "n")
+            if np.any(b_hn != 0):
+                raise ValueError(
+                    f"{self.cell} has no slot for b_hn (the hidden bias of the n gate, which r multiplies in "
+                    f"n = tanh(W_in x + b_in + r * (W_hn h + b_hn))); expected b_hn = 0, got max |b_hn| = "
+                    f"{np.max(np.abs(b_hn)):.3g}. Moving it into b_in would compute another function.")
+        b = _summed_bias(params)  # r and z: the sum; n: b_in alone, since b_hn is zero
+        return {f"{tag}dense_i.kernel": params.W_x.T, f"{tag}dense_i.bias": b, f"{tag}dense_h.kernel": params.W_h.T}
+
+    def cell_from_native(self, native: Native, tag: str):
+        b = np.asarray(native[f"{tag}dense_i.bias"])
+        return self.params(np.asarray(native[f"{tag}dense_i.kernel"]).T, np.asarray(native[f"{tag}dense_h.kernel"]).T,
+                           b, np.zeros_like(b))
+
+    def recurrent_kernel(self, config) -> str:
+        return "dense_h.kernel"  # (H, 3H): its rows are the hidden size
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        return self._nnx_shapes(self.nnx.GRUCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
+
+    def _stepper(self, native, input_size, hidden_size, dtype, g):
+        return self._nnx_stepper(self._nnx_cell(self.nnx.GRUCell, native, "", input_size, hidden_size, dtype))

@@ -208,8 +208,8 @@ class KerasLayer(KerasMapping):
                         arranged[self._state_key(k, d, key)] = result[f"{key}_n"][k * D + d]
         return arranged
 
-    def _build(self, layer: int, H: int, input_dim: int, config: LayerConfig, g: str, dtype: str):
-        """Layer ``layer`` of the stack, built for ``input_dim`` features, and its cells by direction."""
+    def _layer(self, layer: int, H: int, config: LayerConfig, g: str, dtype: str):
+        """Layer ``layer`` of the stack, in ``Bidirectional`` when bidirectional; not yet built."""
         top = layer == config.num_layers - 1
         rnn = self._make(H, g, config.bias, dtype,
                          return_sequences=True if not top else bool(config.option("return_sequences")),
@@ -227,7 +227,7 @@ class KerasLayer(KerasMapping):
         config, shapes = self.layout_config, {}
         for k in range(config.num_layers):
             layer_input = input_size if k == 0 else config.num_directions * hidden_size
-            rnn = self._build(k, hidden_size, layer_input, config, self.activations[0], "float32")
+            rnn = self._layer(k, hidden_size, config, self.activations[0], "float32")
             rnn.build((1, 1, layer_input))
             for d, cell in enumerate(self._cells(rnn, config)):
                 shapes.update(self._weight_shapes(cell, self.tag(k, d)))
@@ -239,7 +239,7 @@ class KerasLayer(KerasMapping):
         x = self._tensor(np.ascontiguousarray(xs.transpose(1, 0, 2)))
         result = {}
         for k in range(config.num_layers):
-            rnn = self._build(k, H, x.shape[-1], config, g, dtype.name)
+            rnn = self._layer(k, H, config, g, dtype.name)
             rnn.build(tuple(x.shape))
             for d, cell in enumerate(self._cells(rnn, config)):
                 for name in self.cell_spec(1, 1, config.bias, ""):

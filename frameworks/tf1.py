@@ -141,12 +141,14 @@ class TF1OneKernel(TF1Cell):
                            np.zeros_like(bias))
 
     def recurrent_kernel(self, config) -> str:
-        return "kernel"  # (I+H, G*H): its columns are G times the hidden size
+        # Not a kernel: H is read from the bias, (G*H,), so that a kernel of the wrong shape is
+        # named against the shape expected of it rather than taken for the size.
+        return "bias"
 
     def check_call(self, native: Native, xs, state, config, g: str):
-        """The base check where a side of ``kernel`` is H (BasicRNNCell). No weight of TF1's LSTM
-        has a side of H (kernel (I+H, 4H), bias (4H,)), so the LSTM reads H as the kernel's
-        columns / 4, and checks the rest as the base does."""
+        """The base check for BasicRNNCell, whose bias is (H,). No weight of TF1's LSTM has a
+        side of H (kernel (I+H, 4H), bias (4H,)), so the LSTM reads H as the bias's length / 4,
+        and checks the rest as the base does."""
         G = len(GATES[self.family])
         if G == 1:
             return super().check_call(native, xs, state, config, g)
@@ -157,12 +159,15 @@ class TF1OneKernel(TF1Cell):
         dtype = xs.dtype
         if dtype.name not in self.dtypes:
             raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
-        if not isinstance(native, dict) or "kernel" not in native:
+        if not isinstance(native, dict) or "bias" not in native:
             expected = sorted(self.native_spec(config, xs.shape[2], 1))
             got = sorted(native) if isinstance(native, dict) else type(native).__name__
-            raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing 'kernel')")
-        H = int(np.shape(native["kernel"])[-1]) // G
-        source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from kernel's columns / {G}"
+            raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing 'bias')")
+        shape = np.shape(native["bias"])
+        if len(shape) != 1 or shape[0] % G:
+            raise ValueError(f"{self.cell}: bias: expected shape ({G}*num_units,), got {shape}")
+        H = int(shape[0]) // G
+        source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from bias's length / {G}"
         check_native(self.cell, native, self.native_spec(config, xs.shape[2], H), dtype, source)
         if state is None:
             return dtype, H
@@ -175,7 +180,7 @@ class TF1OneKernel(TF1Cell):
             value = np.asarray(value)
             if value.shape != expected:
                 raise ValueError(f"{self.cell}: {self.state_names[key]}: expected shape (1, batch, hidden_size) = "
-                                 f"{expected} (batch from the inputs, hidden_size={H} from kernel's columns / {G}), "
+                                 f"{expected} (batch from the inputs, hidden_size={H} from bias's length / {G}), "
                                  f"got {value.shape}")
             if value.dtype != dtype:
                 raise TypeError(f"{self.cell}: {self.state_names[key]}: expected dtype {dtype} (the inputs'), "

@@ -35,9 +35,14 @@ from reference.params import CellParams
 sigmoid, tanh = activation("sigmoid"), activation("tanh")
 
 
+def _column(b):
+    """A bias as a column, or 0 for a cell without biases."""
+    return 0.0 if b is None else b[:, None]
+
+
 def lstm_step(p: CellParams, x, h, c):
     """One LSTM step on columns: x (I, batch), h and c (H, batch) -> (h', c')."""
-    a = p.W_x @ x + p.b_x[:, None] + p.W_h @ h + p.b_h[:, None]
+    a = p.W_x @ x + _column(p.b_x) + p.W_h @ h + _column(p.b_h)
     a_i, a_f, a_g, a_o = np.split(a, 4)  # PyTorch's order: input, forget, cell candidate, output
     i, f, g, o = sigmoid(a_i), sigmoid(a_f), tanh(a_g), sigmoid(a_o)
     c_next = f * c + i * g
@@ -46,10 +51,11 @@ def lstm_step(p: CellParams, x, h, c):
 
 def gru_step(p: CellParams, x, h):
     """One GRU step on columns, in the cell's variant: x (I, batch), h (H, batch) -> h'."""
-    a_x = p.W_x @ x + p.b_x[:, None]
+    a_x = p.W_x @ x + _column(p.b_x)
     a_xr, a_xz, a_xn = np.split(a_x, 3)  # PyTorch's order: reset, update, new
     W_hr, W_hz, W_hn = np.split(p.W_h, 3)
-    b_hr, b_hz, b_hn = (b[:, None] for b in np.split(p.b_h, 3))
+    b_hr, b_hz, b_hn = np.split(np.zeros(p.W_h.shape[0], p.dtype) if p.b_h is None else p.b_h, 3)
+    b_hr, b_hz, b_hn = b_hr[:, None], b_hz[:, None], b_hn[:, None]
     r = sigmoid(a_xr + W_hr @ h + b_hr)
     z = sigmoid(a_xz + W_hz @ h + b_hz)
     if p.variant == "reset_after":

@@ -20,7 +20,7 @@ def test_summary_and_report_of_an_xdist_run(tmp_path):
     import jsonschema
 
     code, out = run_pytest("-n", "2", "--frameworks=numpy-split,numpy-concat",
-                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_cells.py",
+                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            "tests/equivalence/test_mutations.py", "tests/equivalence/test_exact.py",
                            "tests/equivalence/test_pairs.py")
     assert code == pytest.ExitCode.OK, out
@@ -53,7 +53,7 @@ def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
     import jsonschema
 
     code, out = run_pytest("-p", "harness.break_mapping", "--frameworks=numpy-split",
-                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_cells.py",
+                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed"})
     assert code == pytest.ExitCode.TESTS_FAILED, out
     assert "EXCEEDS the bound" in out
@@ -67,7 +67,7 @@ def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
     rows = {s["dtype"]: s for s in report["systems"]}
     for row in rows.values():
         assert row["verdict"] == "NOT equivalent", row
-        assert row["failed_tests"] and all(f["test"].startswith("tests/equivalence/test_cells.py::")
+        assert row["failed_tests"] and all(f["test"].startswith("tests/equivalence/test_reference.py::")
                                            for f in row["failed_tests"])
     assert sum(len(r["failed_tests"]) for r in rows.values()) == failed
     assert "## Failed tests" in (tmp_path / "EQUIVALENCE.md").read_text()
