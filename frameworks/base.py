@@ -148,6 +148,11 @@ class Adapter:
         """A native weight whose ``hidden_axis`` is the hidden size: the check reads H from it."""
         raise NotImplementedError
 
+    def read_hidden_size(self, native: Native, config: LayerConfig) -> tuple[int, str]:
+        """The hidden size read from the weights, and where it was read (for the messages)."""
+        name = self.recurrent_kernel(config)
+        return int(np.shape(native[name])[self.hidden_axis]), f"{name}'s shape"
+
     def params(self, W_x, W_h, b_x, b_h) -> CellParams:
         """Canonical parameters of this system's family member (for ``cell_from_native``)."""
         return CellParams(self.family, W_x, W_h, b_x, b_h, variant=self.variant)
@@ -232,8 +237,8 @@ class Adapter:
             expected = sorted(self.native_spec(config, xs.shape[2], 1))
             got = sorted(native) if isinstance(native, dict) else type(native).__name__
             raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing {name!r})")
-        H = int(np.shape(native[name])[self.hidden_axis])
-        source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from {name}'s shape"
+        H, where = self.read_hidden_size(native, config)
+        source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from {where}"
         check_native(self.cell, native, self.native_spec(config, xs.shape[2], H), dtype, source)
         if state is None:
             return dtype, H
@@ -247,7 +252,7 @@ class Adapter:
             value = np.asarray(value)
             if value.shape != expected:
                 raise ValueError(f"{self.cell}: {self.state_names[key]}: expected shape ({LD}, batch, hidden_size) = "
-                                 f"{expected} (batch from the inputs, hidden_size={H} from {name}'s shape), "
+                                 f"{expected} (batch from the inputs, hidden_size={H} from {where}), "
                                  f"got {value.shape}")
             if value.dtype != dtype:
                 raise TypeError(f"{self.cell}: {self.state_names[key]}: expected dtype {dtype} (the inputs'), "

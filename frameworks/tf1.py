@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from frameworks.base import (
-    CELL, Adapter, LayerConfig, Native, NativeSpec, check_native, gates_text, import_framework, reorder_gates,
+    CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates,
     scaled, swapped_gates,
 )
 from reference.cells import state_keys
@@ -141,51 +141,15 @@ class TF1OneKernel(TF1Cell):
                            np.zeros_like(bias))
 
     def recurrent_kernel(self, config) -> str:
-        # Not a kernel: H is read from the bias, (G*H,), so that a kernel of the wrong shape is
-        # named against the shape expected of it rather than taken for the size.
-        return "bias"
+        return "bias"  # not a kernel: see read_hidden_size
 
-    def check_call(self, native: Native, xs, state, config, g: str):
-        """The base check for BasicRNNCell, whose bias is (H,). No weight of TF1's LSTM has a
-        side of H (kernel (I+H, 4H), bias (4H,)), so the LSTM reads H as the bias's length / 4,
-        and checks the rest as the base does."""
-        G = len(GATES[self.family])
-        if G == 1:
-            return super().check_call(native, xs, state, config, g)
-        if g not in self.activations:
-            raise ValueError(f"{self.cell}: activation {g!r} is not supported; expected one of {self.activations}")
-        if xs.ndim != 3:
-            raise ValueError(f"{self.cell}: inputs: expected shape (T, batch, input_size), got {xs.shape}")
-        dtype = xs.dtype
-        if dtype.name not in self.dtypes:
-            raise TypeError(f"{self.cell}: inputs: expected dtype in {self.dtypes}, got {dtype}")
-        if not isinstance(native, dict) or "bias" not in native:
-            expected = sorted(self.native_spec(config, xs.shape[2], 1))
-            got = sorted(native) if isinstance(native, dict) else type(native).__name__
-            raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing 'bias')")
-        shape = np.shape(native["bias"])
+    def read_hidden_size(self, native: Native, config) -> tuple[int, str]:
+        """No weight of TF1's LSTM has a side of H (kernel (I+H, 4H), bias (4H,)): H is the bias's
+        length / G, so that a kernel of the wrong shape is named against the shape expected of it."""
+        G, shape = len(GATES[self.family]), np.shape(native["bias"])
         if len(shape) != 1 or shape[0] % G:
-            raise ValueError(f"{self.cell}: bias: expected shape ({G}*num_units,), got {shape}")
-        H = int(shape[0]) // G
-        source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from bias's length / {G}"
-        check_native(self.cell, native, self.native_spec(config, xs.shape[2], H), dtype, source)
-        if state is None:
-            return dtype, H
-        if not isinstance(state, dict) or not set(state) <= set(state_keys(self.family)):
-            got = sorted(state) if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"{self.cell}: initial state: expected a dict with keys {list(state_keys(self.family))}"
-                             f" (or None), got {got}")
-        expected = (1, xs.shape[1], H)
-        for key, value in state.items():
-            value = np.asarray(value)
-            if value.shape != expected:
-                raise ValueError(f"{self.cell}: {self.state_names[key]}: expected shape (1, batch, hidden_size) = "
-                                 f"{expected} (batch from the inputs, hidden_size={H} from bias's length / {G}), "
-                                 f"got {value.shape}")
-            if value.dtype != dtype:
-                raise TypeError(f"{self.cell}: {self.state_names[key]}: expected dtype {dtype} (the inputs'), "
-                                f"got {value.dtype}")
-        return dtype, H
+            raise ValueError(f"{self.cell}: bias: expected shape ({gates_text(self.family, 'num_units')},), got {shape}")
+        return shape[0] // G, "bias's length" + (f" / {G}" if G > 1 else "")
 
 
 def _transpose_block(kernel: np.ndarray, recurrent_block: bool) -> np.ndarray:

@@ -7,7 +7,6 @@ is the same with and without ``-n``.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 PROPERTY = "rnn_equivalence"
