@@ -71,3 +71,44 @@ def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
                                            for f in row["failed_tests"])
     assert sum(len(r["failed_tests"]) for r in rows.values()) == failed
     assert "## Failed tests" in (tmp_path / "EQUIVALENCE.md").read_text()
+
+
+def _rows(out: str) -> dict:
+    """Summary rows by their first column (system and dtype, or pair)."""
+    rows = {}
+    for line in out[out.index("equivalence summary"):].splitlines():
+        columns = re.split(r"\s{2,}", line.strip())
+        dtype = next((c for c in columns if c in ("float32", "float64")), None)
+        if dtype:
+            rows[f"{columns[0]} {dtype}"] = line
+    return rows
+
+
+def test_a_disagreement_is_reported_not_a_crash(tmp_path):
+    """One system's outputs scaled by 1 + 1e-3: its cell rows, its layer rows and its pair rows go
+    NOT equivalent, the run ends in exit code 1 (not an INTERNALERROR), and the report is written."""
+    code, out = run_pytest("-n", "2", "-p", "tests.harness.perturb", "--frameworks=torch,torch-rnn,numpy-split",
+                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
+                           "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "torch,torch-rnn=0.001"})
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    assert "INTERNALERROR" not in out
+    rows = _rows(out)
+    for system in ("torch float32", "torch float64", "torch-rnn float32", "torch-rnn float64",
+                   "torch vs numpy-split float32"):
+        assert verdict(rows[system]) == "NOT equivalent", rows[system]
+    assert verdict(rows["numpy-split float32"]) == "equivalent", rows["numpy-split float32"]
+    report = json.loads((tmp_path / "equivalence.json").read_text())
+    assert {p["pair"]: p["verdict"] for p in report["pairs"]} == {"torch vs numpy-split": "NOT equivalent"}
+
+
+def test_an_adapter_that_raises_is_reported_failed(tmp_path):
+    code, out = run_pytest("-p", "tests.harness.perturb", "--frameworks=numpy-split,numpy-concat",
+                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
+                           "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "numpy-concat=raise"})
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    rows = _rows(out)
+    for row in ("numpy-concat float32", "numpy-concat float64", "numpy-split vs numpy-concat float32"):
+        assert verdict(rows[row]).startswith("FAILED: "), rows[row]
+    report = json.loads((tmp_path / "equivalence.json").read_text())
+    failures = [f for s in report["systems"] if s["system"] == "numpy-concat" for f in s["failed_tests"]]
+    assert failures and all("numpy-concat broke on purpose" in f["message"] for f in failures)
