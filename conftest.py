@@ -227,6 +227,12 @@ def adapters(request, system_pair):
 
 
 @pytest.fixture
+def require_system(request):
+    """Skip, with the reason, unless the run selects a system (a child run about that system)."""
+    return lambda name: require_selected(request.config, name)
+
+
+@pytest.fixture
 def load_system(request):
     """Load another system by name (a pair's partner, a non-equivalence's other side)."""
     return lambda name: load_adapter(request.config, name)

@@ -173,8 +173,9 @@ class Adapter:
         return native
 
     def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
-        return StackParams([[self.cell_from_native(native, self.tag(k, d)) for d in range(config.num_directions)]
-                            for k in range(config.num_layers)])
+        stack = StackParams([[self.cell_from_native(native, self.tag(k, d)) for d in range(config.num_directions)]
+                             for k in range(config.num_layers)])
+        return stack if config.bias else without_held_zero_biases(self.cell, stack, config)
 
     def own_weight_shapes(self, input_size: int, hidden_size: int) -> dict[str, tuple[int, ...]] | None:
         """Names and shapes of the weights the framework itself creates for ``layout_config``,
@@ -264,6 +265,16 @@ class Adapter:
         zeros = np.zeros((batch, hidden_size), dtype)
         return {key: zeros if state is None or key not in state else np.asarray(state[key])[0]
                 for key in state_keys(self.family)}
+
+
+def without_held_zero_biases(cell: str, stack: StackParams, config: LayerConfig) -> StackParams:
+    """A framework that cannot drop its bias (TF1, Flax) holds zeros for a bias-free cell: on the way
+    back they are no bias again, and a non-zero one is an error rather than silently dropped."""
+    for k, d, params in stack.cells():
+        if params.has_bias and (np.any(params.b_x != 0) or np.any(params.b_h != 0)):
+            raise ValueError(f"{cell}: configuration {config} has no bias, but the native biases of layer {k} "
+                             f"direction {d} are non-zero; dropping them would change the cell")
+    return stack.map(lambda params: params.without_bias() if params.has_bias else params)
 
 
 def check_native(cell: str, native: Native, spec: NativeSpec, dtype=None, sizes: str = "") -> None:

@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    CELL, Adapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, swapped, transposed,
+    Adapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, swapped, transposed,
 )
 from reference.cells import state_keys
-from reference.stack import DIRECTIONS, StackParams
+from reference.stack import DIRECTIONS
 
 
 def _summed_bias(params) -> np.ndarray:
@@ -56,17 +56,6 @@ class FlaxBase(Adapter):
     def _activation(self, g: str):
         return {"tanh": self.jnp.tanh, "relu": self.jax.nn.relu, "sigmoid": self.jax.nn.sigmoid,
                 "identity": lambda z: z}[g]
-
-    def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
-        stack = super().from_native(native, config)
-        if config.bias:
-            return stack
-        # No switch for the bias: a bias-free cell was mapped to zeros, which come back as no bias.
-        for _, _, params in stack.cells():
-            if np.any(params.b_x != 0) or np.any(params.b_h != 0):
-                raise ValueError(f"{self.cell}: configuration {config} has no bias, but the native biases are "
-                                 f"non-zero; dropping them would change the cell")
-        return stack.map(lambda params: params.without_bias())
 
     # --- building ---------------------------------------------------------------------
     def _nnx_cell(self, cell_class, native: Native, tag: str, input_size: int, hidden_size: int, dtype, **options):

@@ -21,12 +21,11 @@ import warnings
 import numpy as np
 
 from frameworks.base import (
-    CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates,
+    Adapter, Native, NativeSpec, gates_text, import_framework, reorder_gates,
     scaled, swapped_gates,
 )
 from reference.cells import state_keys
 from reference.params import GATES
-from reference.stack import StackParams
 
 
 def _concatenated(W_x: np.ndarray, W_h: np.ndarray) -> np.ndarray:
@@ -71,17 +70,6 @@ class TF1Cell(Adapter):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         _, variables = self._build(input_size, hidden_size, self.activations[0], "float32")
         return {name: tuple(v.shape) for name, v in variables.items()}
-
-    def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
-        stack = super().from_native(native, config)
-        if config.bias:
-            return stack
-        # No switch for the bias: a bias-free cell was mapped to zeros, which come back as no bias.
-        for _, _, params in stack.cells():
-            if np.any(params.b_x != 0):
-                raise ValueError(f"{self.cell}: configuration {config} has no bias, but the native bias is non-zero "
-                                 f"(max |b| = {np.max(np.abs(params.b_x)):.3g}); dropping it would change the cell")
-        return stack.map(lambda params: params.without_bias())
 
     def run_native(self, native: Native, xs, state, config, g: str) -> dict:
         tf = self.tf

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_selected
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,24 +39,24 @@ def test_unknown_framework_is_a_usage_error_listing_valid_names():
     assert "unknown framework(s) 'pytorch'; valid names: numpy-split, numpy-concat, torch" in out
 
 
-def test_missing_framework_is_a_visible_skip_locally(request, tmp_path):
-    require_selected(request.config, "torch")  # the child run is about torch's adapter
+def test_missing_framework_is_a_visible_skip_locally(require_system, tmp_path):
+    require_system("torch")  # the child run is about torch's adapter
     code, out = run_pytest("tests/equivalence/test_exact.py", "-k", "torch", "-rs",
                            blocked="torch", tmp_path=tmp_path)
     assert code == pytest.ExitCode.OK, out
     assert "SKIPPED" in out and "framework 'torch' not available" in out and "torch blocked by the test" in out
 
 
-def test_missing_framework_requested_explicitly_is_an_error(request, tmp_path):
-    require_selected(request.config, "torch")  # the child run is about torch's adapter
+def test_missing_framework_requested_explicitly_is_an_error(require_system, tmp_path):
+    require_system("torch")  # the child run is about torch's adapter
     code, out = run_pytest("tests/equivalence/test_exact.py", "--frameworks=torch",
                            blocked="torch", tmp_path=tmp_path)
     assert code == pytest.ExitCode.TESTS_FAILED, out
     assert "error" in out and "because it was requested explicitly" in out
 
 
-def test_missing_framework_under_ci_is_an_error(request, tmp_path):
-    require_selected(request.config, "torch")  # the child run is about torch's adapter
+def test_missing_framework_under_ci_is_an_error(require_system, tmp_path):
+    require_system("torch")  # the child run is about torch's adapter
     code, out = run_pytest("tests/equivalence/test_exact.py", "-k", "torch",
                            env={"CI": "true"}, blocked="torch", tmp_path=tmp_path)
     assert code == pytest.ExitCode.TESTS_FAILED, out

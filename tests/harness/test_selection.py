@@ -44,3 +44,21 @@ def test_unknown_name_from_environment_names_the_variable():
 def test_uninstalled_module_is_found_without_importing(monkeypatch):
     monkeypatch.setattr(selection.importlib.util, "find_spec", lambda module: None if module == "tf_keras" else object())
     assert selection.uninstalled_modules(["torch", "tf1"]) == [("tf1", "tf_keras")]
+
+
+def test_every_registered_name_loads_the_class_of_that_name():
+    """The classes are the registry: each name leads to the class that declares it, in an adapter module."""
+    from frameworks import MODULES, adapter_class
+
+    assert len(ADAPTERS) == len(set(ADAPTERS))
+    for name in ADAPTERS:
+        cls = adapter_class(name)
+        assert cls.name == name and "name" in vars(cls), name
+        assert cls.__module__ in {f"frameworks.{m}" for m in MODULES}, (name, cls.__module__)
+
+
+def test_a_second_class_with_a_taken_name_is_refused():
+    from frameworks.base import Adapter
+
+    with pytest.raises(TypeError, match=r"adapter name 'torch' is taken by TorchRNNCell"):
+        type("Again", (Adapter,), {"name": "torch", "family": "rnn"})
