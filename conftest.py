@@ -22,11 +22,14 @@ from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
 from harness.cases import cases_for, mutation_cases, pair_cases  # noqa: E402
+from harness.depth import DEPTHS  # noqa: E402
 from harness.summary import Summary  # noqa: E402
 
 pytest_plugins = ["harness.records"]  # a failing test is a record; the ``record`` fixture
 
 SELECTION = pytest.StashKey[selection_mod.Selection]()
+DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
+DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
 
 
 def pytest_addoption(parser):
@@ -34,6 +37,15 @@ def pytest_addoption(parser):
         "--frameworks", default=None, metavar="NAMES",
         help=f"comma-separated frameworks to test (default: ${selection_mod.ENV_VAR}, else all). "
              "A framework named here that fails to import is an error, not a skip.",
+    )
+    parser.addoption(
+        "--depth", default=None, choices=DEPTHS,
+        help=f"which combinations of the factors each system is compared on (default: ${DEPTH_VAR}, else "
+             "'default'): quick, every level once; default, every pair of levels; full, the whole product",
+    )
+    parser.addoption(
+        "--seed", default=None, type=int, metavar="N",
+        help=f"offsets every case's seed: other weights and data for the same design (default: ${SEED_VAR}, else 0)",
     )
     parser.addoption(
         "--equivalence-report", default=None, metavar="DIR",
@@ -47,6 +59,15 @@ def pytest_configure(config):
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[SELECTION] = selection
+    depth = config.getoption("--depth") or os.environ.get(DEPTH_VAR, "default")
+    if depth not in DEPTHS:
+        raise pytest.UsageError(f"{DEPTH_VAR}: expected one of {', '.join(DEPTHS)}, got {depth!r}")
+    seed = config.getoption("--seed")
+    try:
+        seed = int(os.environ.get(SEED_VAR, "0")) if seed is None else seed
+    except ValueError:
+        raise pytest.UsageError(f"{SEED_VAR}: expected an integer, got {os.environ[SEED_VAR]!r}") from None
+    config.stash[DESIGN] = (depth, seed)
     config.addinivalue_line(
         "markers",
         "applies_to(predicate): generate the test only for the systems whose adapter class satisfies predicate(cls)",
@@ -58,8 +79,10 @@ def pytest_configure(config):
     )
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
+        _share_exports(config)
         config.pluginmanager.register(
-            Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names),
+            Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
+                    seed=seed),
             "rnn-equivalence-summary")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
@@ -83,6 +106,19 @@ def _share_jax_compilations(config):
     os.environ.update({"JAX_COMPILATION_CACHE_DIR": directory,
                        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"})
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
+def _share_exports(config):
+    """One directory of exported ONNX models for this run's processes (``frameworks.torch_export``):
+    an export costs seconds, and the tests of one case on different workers need the same model."""
+    if "RNN_EQ_EXPORT_CACHE" in os.environ:
+        return
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="rnn-equivalence-exports-")
+    os.environ["RNN_EQ_EXPORT_CACHE"] = directory
     config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
@@ -110,6 +146,7 @@ def pytest_report_header(config):
         f"rnn-equivalence: frameworks {', '.join(selection.names)}; "
         f"KERAS_BACKEND={os.environ['KERAS_BACKEND']}; missing framework -> {policy}",
         f"rnn-equivalence: platform {platform.platform()}, {platform.machine()}",
+        "rnn-equivalence: depth {}, seed {}".format(*config.stash[DESIGN]),
     ]
 
 
@@ -123,6 +160,7 @@ def pytest_generate_tests(metafunc):
     ``system_pair`` pairs each selected cell with the anchor of its family member.
     """
     names = metafunc.config.stash[SELECTION].names
+    depth, seed = metafunc.config.stash[DESIGN]
     fixtures = metafunc.fixturenames
     if "system" in fixtures:
         argnames = [a for a in ("system", "g", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
@@ -131,18 +169,27 @@ def pytest_generate_tests(metafunc):
         combos = []
         for cls in applicable(metafunc, names):
             known = cls.known_issues if marker and scope in cls.known_issue_scopes else {}
-            for g in cls.activations if {"g", "case"} & set(argnames) else [None]:
-                axes = {"system": [cls.name], "g": [g], "dtype": cls.dtypes,
-                        "case": cases_for(cls, g) if "case" in argnames else [None],
+            # A case carries its activation; without cases, ``g`` runs over the system's activations.
+            cases = cases_for(cls, depth, seed) if "case" in argnames else [None]
+            # What an upstream bug breaks is shown on the quick design (every level once), short of
+            # full depth: a strict expected failure needs only to keep failing.
+            broken = cases_for(cls, "quick", seed) if known and "case" in argnames and depth != "full" else cases
+            for case in dict.fromkeys(cases + broken):
+                def runs(dtype, case=case):
+                    return case is None or case in (broken if (case.activation, dtype) in known else cases)
+
+                axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
+                        "g": [case.activation] if case else cls.activations,
                         "mutation_case": mutation_cases(cls) if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
                 combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
                            for c in itertools.product(*(axes[a] for a in argnames))]
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:
-        combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}")
+        combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}",
+                               marks=_child_group(adapter_class(b)))
                   for a, b in anchored_pairs([cls for cls in applicable(metafunc, names) if not cls.layer])
-                  for case in pair_cases(adapter_class(a), adapter_class(b))]
+                  for case in pair_cases(adapter_class(a), adapter_class(b), depth, seed)]
         metafunc.parametrize(("system_pair", "pair_case"), combos)
 
 
@@ -171,7 +218,15 @@ def _with_known_issue(cls, known, named, values):
     test_id = "-".join(str(v) for v in values if v is not None).replace(" ", "_")
     reason = known.get((named.get("g"), named.get("dtype")))
     marks = [pytest.mark.xfail(strict=True, raises=cls.known_issue_raises, reason=reason)] if reason else []
-    return pytest.param(*values, id=test_id, marks=marks)
+    return pytest.param(*values, id=test_id, marks=marks + _child_group(cls))
+
+
+def _child_group(cls):
+    """Under ``-n``, every test of the systems that run in one kind of child process (a Keras backend
+    other than this process's) goes to one worker (``--dist loadgroup``, set in pyproject.toml): one
+    child start, and one in-memory JAX compilation cache, instead of one per worker."""
+    env = cls.process_env
+    return [pytest.mark.xdist_group("child-" + "-".join(f"{k}={v}" for k, v in sorted(env.items())))] if env else []
 
 
 def pytest_collection_modifyitems(config, items):

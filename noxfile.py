@@ -60,7 +60,7 @@ def _entry(session, label: str, requested: dict, pins: list[str], extras: str, m
         session.error(f"{label}: the pins installed but do not import")
     # Exit 1 (tests failed) is a finding the report records, not a broken entry.
     # The equivalence tests only: the harness's own tests do not depend on framework versions.
-    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", f"--frameworks={selected}",
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full", f"--frameworks={selected}",
                 f"--equivalence-report={out}", *SUITE, env={"CI": "true", **(env or {})}, success_codes=[0, 1])
     # Recorded by the session's own Python: the versions that ran, not nox's.
     session.run("python", "-m", "harness.matrix", "record", str(out), "--session", label,

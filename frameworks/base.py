@@ -73,6 +73,7 @@ class LayerConfig:
 
 
 CELL = LayerConfig()
+NO_BIAS = LayerConfig(bias=False)
 
 
 class Adapter:
@@ -121,6 +122,8 @@ class Adapter:
                 raise TypeError(f"{cls.__qualname__}: family must be one of {sorted(GATES)}, got {cls.family!r}")
             if cls.family != "rnn" and "activations" not in cls.__dict__:
                 cls.activations = (GATED,)  # a gated cell's activations are fixed: sigmoid gates, tanh
+            if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
+                cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
             REGISTRY[cls.name] = cls
 
     def describe(self) -> str:

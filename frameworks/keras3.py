@@ -386,6 +386,10 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
         "mutations": CELL_MUTATIONS[family],
         **known_issues(backend, family, variant, base.layer), "__module__": __name__,
     }
+    if base.layer and family == "rnn":
+        # Layers are tested for their structure (stacking, directions, options, states); each
+        # activation is the cell's own code, tested on the cells. tanh saturates, relu does not.
+        attributes["activations"] = ("tanh", "relu")
     if base.layer:
         attributes.update(configs=SIMPLE_RNN_CONFIGS if family == "rnn" else GATED_LAYER_CONFIGS,
                           mutation_config=MUTATION_CONFIGS[group], mutations=LAYER_MUTATIONS[group])

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -38,7 +40,7 @@ class Exported(TorchLayer):
 
     def __init__(self):
         super().__init__()
-        self._results = {}
+        self._models = {}  # key -> the serialized ONNX model
         self.last_model = None  # the ONNX model of the last run (a ModelProto)
         self.onnx = import_framework("onnx", self.name)
         self.ort = import_framework("onnxruntime", self.name)
@@ -68,19 +70,37 @@ class Exported(TorchLayer):
 
     def run_exported(self, native: Native, xs, state, config: LayerConfig, g: str) -> list[np.ndarray]:
         """The exported model's outputs, flattened as the module returns them (output, h_n[, c_n])."""
-        # An export takes seconds (dynamo unrolls all T steps); the same call twice in one
-        # process (reference test, then comparison with PyTorch) exports once.
-        key = (g, str(config), _digest(xs), tuple((k, _digest(v)) for k, v in sorted((state or {}).items())),
-               tuple((n, _digest(v)) for n, v in sorted(native.items())))
-        if key not in self._results:
-            module, args = self.module(native, xs, state, config, g)
-            flat = [args[0], *(args[1] if isinstance(args[1], tuple) else (args[1],))] if len(args) > 1 else [args[0]]
+        module, args = self.module(native, xs, state, config, g)
+        flat = [args[0], *(args[1] if isinstance(args[1], tuple) else (args[1],))] if len(args) > 1 else [args[0]]
+        data = self.exported_model(native, module, args, flat, config, g)
+        session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        self.last_model = self.onnx.load_from_string(data)
+        return [np.asarray(r) for r in session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), flat)})]
+
+    def exported_model(self, native: Native, module, args, flat, config: LayerConfig, g: str) -> bytes:
+        """The export, made once per model: an export takes seconds (dynamo unrolls all T steps).
+
+        The model depends on the weights, the configuration, the activation and the inputs' shapes,
+        not on the inputs' values, so the reference test, the comparison with PyTorch and the pair
+        test of one case share it: in this process, and across a run's processes through the
+        directory ``RNN_EQ_EXPORT_CACHE`` names (conftest sets one per run).
+        """
+        key = hashlib.sha256(repr((self.name, g, str(config), [(tuple(a.shape), str(a.dtype)) for a in flat],
+                                   [(n, _digest(v)) for n, v in sorted(native.items())])).encode()).hexdigest()
+        if key in self._models:
+            return self._models[key]
+        directory = os.environ.get("RNN_EQ_EXPORT_CACHE")
+        path = Path(directory) / f"{key}.onnx" if directory else None
+        if path is not None and path.exists():
+            data = path.read_bytes()
+        else:
             data = self.export(module, args, len(flat))
-            session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-            results = session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), flat)})
-            self._results[key] = (self.onnx.load_from_string(data), [np.asarray(r) for r in results])
-        self.last_model, results = self._results[key]
-        return results
+            if path is not None:  # written whole, then renamed: another process never reads half a model
+                partial = path.with_suffix(f".{os.getpid()}.partial")
+                partial.write_bytes(data)
+                partial.replace(path)
+        self._models[key] = data
+        return data
 
 
 # --- nn.RNN, a layer ----------------------------------------------------------------

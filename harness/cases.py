@@ -6,14 +6,16 @@ single cell unrolled over a sequence is the one-layer, one-direction stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from frameworks.base import CELL, LayerConfig
+from harness.depth import design
 from harness.tolerance import pair_bound, reference_and_bound
 from reference.cells import state_keys
-from reference.params import GATED, random_inputs, random_state
+from reference.params import random_inputs, random_state
 from reference.stack import StackParams, run_stack
 
 
@@ -33,11 +35,11 @@ class Case:
     variant: str = ""  # gru: "reset_after" or "reset_before"
     zero_b_hn: bool = False  # for a GRU that cannot hold b_hn (Flax nnx GRUCell)
     reversed_inputs: bool = False  # the system reads x_T..x_1 and reports in that order (go_backwards)
-    forget_bias: float = field(default=0.0, compare=False)  # folded by the mapping (TF1 LSTM); enters the bound
+    forget_bias: float = 0.0  # folded by the mapping (TF1 LSTM); enters the bound
 
     def __str__(self) -> str:
-        text = f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
-        return text if self.config.bias else text + "-nobias"
+        shape = f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
+        return shape if self.config == CELL else f"{self.config}-{shape}"
 
     def describe(self, dtype: str) -> str:
         kind = self.stack().kind.replace("rnn-", "rnn g=")
@@ -81,54 +83,54 @@ class Case:
 
     def reference(self) -> dict:
         """The float64 reference's canonical results (``reference.stack.drive``'s keys)."""
-        return run_stack(self.stack(), self._read(self.inputs()), self.state())
+        return _reference(self)
 
     def bound(self, dtype: str) -> dict:
         """Bound on |computed in ``dtype`` - exact| for every canonical result."""
-        return reference_and_bound(self.stack(), self._read(self.inputs()), self.state(), dtype, self.forget_bias)[1]
+        return _bound(self, dtype)
 
     def bound_vs_reference(self, dtype: str) -> dict:
         """Allowed |computed in dtype - float64 reference|: both carry rounding error."""
         return pair_bound(self.bound(dtype), self.bound("float64"))
 
 
-def cases_for(adapter, activation: str) -> list[Case]:
-    """The cases a system (an adapter or its class) is compared on, for one activation
-    ("default" for a gated cell)."""
-    def case(**fields):
-        return Case(adapter.family, activation=activation, variant=adapter.variant, zero_b_hn=adapter.zero_b_hn,
-                    forget_bias=adapter.forget_bias, **fields)
-
-    if adapter.layer:
-        return [case(input_size=5, hidden_size=4, batch=3, steps=steps_for(adapter, 50), config=config,
-                     reversed_inputs=_reads_reversed(adapter, config))
-                for config in adapter.configs]
-    shapes = CELL_SHAPES if adapter.family == "rnn" else GATED_CELL_SHAPES
-    return [case(input_size=I, hidden_size=H, batch=B, steps=steps_for(adapter, T), seed=seed,
-                 config=CELL if bias else LayerConfig(bias=False))
-            for I, H, B, T, seed, bias in shapes]
+# The factors every system is compared over, beside its own activations and configurations:
+# two non-square shapes (I > H and I < H), batch 1 and more, one step and a long sequence,
+# an initial state given and omitted. Shared by every system, so compiled code is reused.
+SHAPES = ((7, 5), (3, 6))  # (I, H)
+BATCHES = (1, 3)
+STEPS = (1, 50)
+INITIAL_STATE = (True, False)
 
 
-# Non-square throughout (I != H), both I < H and I > H, batch 1 and more,
-# one step and long sequences: (I, H, batch, T, seed, bias).
-CELL_SHAPES = (
-    (3, 4, 1, 1, 0, True),
-    (3, 4, 2, 50, 1, True),
-    (7, 5, 1, 50, 2, True),
-    (16, 9, 4, 20, 3, True),
-    (5, 12, 3, 1, 4, True),
-    (6, 4, 2, 10, 5, False),
-)
-GATED_CELL_SHAPES = ((3, 4, 1, 1, 0, True), (7, 5, 3, 50, 1, True))
+def factors(adapter) -> dict[str, tuple]:
+    """The levels of every factor for a system (an adapter or its class), dtype aside: each case
+    runs in every dtype the system supports."""
+    configs = tuple(dict.fromkeys(replace(c, initial_state=True) for c in adapter.configs))
+    return {"activation": tuple(adapter.activations), "config": configs, "shape": SHAPES, "batch": BATCHES,
+            "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)), "initial_state": INITIAL_STATE}
 
-def pair_cases(anchor, other) -> list[Case]:
-    """Two cells against each other: the longest sequence and the widest shape, in the
-    activations every vanilla framework supports (tanh saturates, relu does not)."""
-    if anchor.family == "rnn":
-        cases = [c for g in ("tanh", "relu") for c in cases_for(anchor, g) if str(c).startswith(("I3-H4-B2-T50", "I16"))]
-    else:
-        cases = [c for c in cases_for(anchor, GATED) if c.steps > 1]
-    return [c.with_(steps=steps_for(other, c.steps), zero_b_hn=c.zero_b_hn or other.zero_b_hn) for c in cases]
+
+def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """The cases a system is compared on at ``depth`` (``harness.depth``); ``seed`` offsets every
+    case's seed, so another seed draws other weights and data for the same design."""
+    cases = []
+    for i, row in enumerate(design(factors(adapter), depth)):
+        config = replace(row["config"], initial_state=row["initial_state"])
+        (I, H) = row["shape"]
+        cases.append(Case(adapter.family, I, H, row["batch"], row["steps"], seed * 10_000 + i, config=config,
+                          activation=row["activation"], variant=adapter.variant, zero_b_hn=adapter.zero_b_hn,
+                          forget_bias=adapter.forget_bias, reversed_inputs=_reads_reversed(adapter, config)))
+    return cases
+
+
+def pair_cases(anchor, other, depth: str = "default", seed: int = 0) -> list[Case]:
+    """Two cells against each other: the other system's long-sequence cases (which its reference test
+    ran too, so an exported model is reused), one per activation both support; every one at full depth."""
+    cases = [c for c in cases_for(other, depth, seed) if c.steps > 1 and c.activation in anchor.activations]
+    if depth == "full":
+        return cases
+    return list({c.activation: c for c in reversed(cases)}.values())[::-1]
 
 
 # Mutations: five steps. A wrong mapping shows from the first step on, with an error/bound
@@ -150,6 +152,26 @@ def mutation_cases(adapter) -> list[Case]:
     return [base, base.with_(input_size=3, hidden_size=5, seed=7)]
 
 
+# A case's reference and bounds do not depend on the system or the dtype it runs in: computed once
+# per process, they serve the float32 and float64 tests of a case, every system whose design has
+# that case (the LSTM cells of all frameworks share theirs), and its pair tests. Read-only.
+@lru_cache(maxsize=None)
+def _reference(case: Case) -> dict:
+    return _read_only(run_stack(case.stack(), case._read(case.inputs()), case.state()))
+
+
+@lru_cache(maxsize=None)
+def _bound(case: Case, dtype: str) -> dict:
+    return _read_only(reference_and_bound(case.stack(), case._read(case.inputs()), case.state(), dtype,
+                                          case.forget_bias)[1])
+
+
+def _read_only(arrays: dict) -> dict:
+    for array in arrays.values():
+        array.setflags(write=False)
+    return arrays
+
+
 def _reads_reversed(adapter, config) -> bool:
     """``reads_reversed`` of an adapter instance, or of its class (cases are made at collection)."""
     if isinstance(adapter, type):
@@ -162,4 +184,5 @@ def steps_for(adapter, steps: int) -> int:
     return min(steps, adapter.max_steps or steps)
 
 
-__all__ = ["CELL", "Case", "GATED", "LayerConfig", "MUTATION_STEPS", "cases_for", "mutation_cases", "steps_for"]
+__all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "cases_for", "factors", "mutation_cases", "pair_cases",
+           "steps_for"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from frameworks import adapter_class
 from frameworks.base import distribution_version
 
-SCHEMA_VERSION = 2  # 2: outcomes, failed_tests
+SCHEMA_VERSION = 3  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases
 
 
 def cpu_name() -> str:
@@ -45,8 +45,11 @@ def anchor(*parts: str) -> str:
 
 def build(summary, names) -> dict:
     systems = [{
-        "anchor": anchor(row.system, row.dtype), "system": row.system, "dtype": row.dtype, "cell": row.cell,
-        "versions": row.versions, "cases": row.cases, "max_error": row.max_error, "worst_ratio": row.worst_ratio,
+        "anchor": anchor(row.system, row.dtype), "system": row.system, "dtype": row.dtype, "family": row.family,
+        "cell": row.cell, "versions": row.versions, "cases": row.cases, "max_error": row.max_error,
+        "worst_ratio": row.worst_ratio, "known_issue_cases": row.known_cases,
+        "known_issue_worst_ratio": row.known_worst_ratio,
+        "known_issue_max_error": row.known_max_error if row.known_worst_ratio is not None else None,
         "bitwise_integer_case": None if not row.exact else all(row.exact),
         "mutations_caught": row.mutations_caught, "mutations": row.mutations,
         "known_issues": sorted(row.known_issues), "failed_tests": _failed(row), "verdict": row.verdict,
@@ -63,6 +66,7 @@ def build(summary, names) -> dict:
         "schema_version": SCHEMA_VERSION,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "pytest " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "depth": summary.depth, "seed": summary.seed,
         "environment": environment(names),
         "outcomes": dict(summary.outcomes),
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
@@ -78,22 +82,30 @@ def markdown(report: dict) -> str:
     lines = [
         "# Equivalence report", "",
         f"Date: {report['date']}  ",
-        f"Reproduce: `{report['command']}`  ",
+        f"Reproduce: `{report['command']}` (depth {report['depth']}, seed {report['seed']}: "
+        f"`--depth={report['depth']} --seed={report['seed']}`)  ",
         f"Python {env['python']} on {env['os']}, {env['cpu']} ({env['cores']} cores), "
         f"KERAS_BACKEND={env['keras_backend']}", "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()), "",
         "Tests: " + ", ".join(f"{n} {k}" for k, n in report["outcomes"].items() if n), "",
         "Each case compares hidden states with a float64 NumPy reference; `err/bound` is the largest "
         "error as a fraction of the rounding-error bound of harness/tolerance.py (equivalent when <= 1).", "",
-        "| system | dtype | cell | versions | cases | max err | err/bound | bitwise (int case) | wrong mappings caught | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "Cases an upstream bug breaks are run and measured too (strict expected failures): their count is "
+        "`known`, and their worst ratio is shown, marked `*`, where no other case of the row was measured.", "",
+        "| system | dtype | family | cell | versions | cases | known | max err | err/bound | bitwise (int case) "
+        "| wrong mappings caught | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report["systems"]:
         bitwise = "-" if s["bitwise_integer_case"] is None else ("yes" if s["bitwise_integer_case"] else "NO")
         caught = f"{s['mutations_caught']}/{s['mutations']}" if s["mutations"] else "-"
-        lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['cell']} | {s['versions']} "
-                     f"| {s['cases']} | {s['max_error']:.2e} | {s['worst_ratio']:.3f} | {bitwise} | {caught} "
-                     f"| {s['verdict']} |")
+        ratio, error = f"{s['worst_ratio']:.3f}", f"{s['max_error']:.2e}"
+        if s["cases"] == 0 and s["known_issue_cases"]:
+            ratio = "raises*" if s["known_issue_worst_ratio"] is None else f"{s['known_issue_worst_ratio']:.3g}*"
+            error = "-" if s["known_issue_max_error"] is None else f"{s['known_issue_max_error']:.2e}*"
+        lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['family']} | {s['cell']} "
+                     f"| {s['versions']} | {s['cases']} | {s['known_issue_cases']} | {error} | {ratio} "
+                     f"| {bitwise} | {caught} | {s['verdict']} |")
     if report["non_equivalences"]:
         lines += ["", "## Proved non-equivalences", "", "| system | against | max difference | difference/bound | why |",
                   "|---|---|---|---|---|"]

@@ -87,7 +87,7 @@ def _rows(out: str) -> dict:
 def test_a_disagreement_is_reported_not_a_crash(tmp_path):
     """One system's outputs scaled by 1 + 1e-3: its cell rows, its layer rows and its pair rows go
     NOT equivalent, the run ends in exit code 1 (not an INTERNALERROR), and the report is written."""
-    code, out = run_pytest("-n", "2", "-p", "tests.harness.perturb", "--frameworks=torch,torch-rnn,numpy-split",
+    code, out = run_pytest("-p", "tests.harness.perturb", "--frameworks=torch,torch-rnn,numpy-split",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "torch,torch-rnn=0.001"})
     assert code == pytest.ExitCode.TESTS_FAILED, out

@@ -1,0 +1,59 @@
+"""How deep a run goes: which combinations of the factors each system is compared on.
+
+Every system is checked over the same factors (``harness.cases.factors``): its activations
+or GRU variant, its configurations (layers, directions, layouts, options), two non-square
+shapes, batch 1 and more, one step and a long sequence, an initial state given and
+omitted; each case then runs in every dtype the system supports.
+
+    full      the whole product of the factors' levels
+    default   a covering design: every pair of levels of any two factors occurs in at
+              least one case (allpairspy's greedy all-pairs generator); a mistake that
+              shows only when two factors take particular levels together is still met
+    quick     every level of every factor at least once
+
+Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+DEPTHS = ("quick", "default", "full")
+
+
+def design(factors: dict[str, tuple], depth: str) -> list[dict]:
+    """The combinations of ``factors`` (name -> levels) that ``depth`` asks for, in a fixed order."""
+    if depth not in DEPTHS:
+        raise ValueError(f"depth: expected one of {DEPTHS}, got {depth!r}")
+    names, levels = list(factors), [tuple(factors[name]) for name in factors]
+    if any(not level for level in levels):
+        empty = [name for name, level in zip(names, levels) if not level]
+        raise ValueError(f"factors without levels: {empty}")
+    if depth == "full":
+        rows = itertools.product(*levels)
+    elif depth == "default":
+        rows = all_pairs(levels)
+    else:
+        rows = ([level[i % len(level)] for level in levels] for i in range(max(map(len, levels))))
+    return [dict(zip(names, row)) for row in rows]
+
+
+def all_pairs(levels: list[tuple]) -> list[tuple]:
+    """Rows in which every pair of levels of any two factors occurs (a covering array of strength 2)."""
+    if len(levels) < 2:
+        return [(level,) for level in levels[0]] if levels else [()]
+    from allpairspy import AllPairs
+
+    # allpairspy works on indices here, so that levels need not be hashable or distinct as values.
+    rows = AllPairs([list(range(len(level))) for level in levels])
+    return [tuple(level[i] for level, i in zip(levels, row)) for row in rows]
+
+
+def uncovered_pairs(factors: dict[str, tuple], rows: list[dict]) -> list[tuple]:
+    """Pairs of (factor, level index) that no row covers: empty for a covering design."""
+    index = {name: {id(level): i for i, level in enumerate(factors[name])} for name in factors}
+    seen = {tuple(sorted((name, index[name][id(row[name])]) for name in pair))
+            for row in rows for pair in itertools.combinations(factors, 2)}
+    wanted = {((a, i), (b, j)) for a, b in itertools.combinations(sorted(factors), 2)
+              for i in range(len(factors[a])) for j in range(len(factors[b]))}
+    return sorted(wanted - seen)
