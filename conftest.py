@@ -180,7 +180,7 @@ def pytest_generate_tests(metafunc):
 
                 axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
                         "g": [case.activation] if case else cls.activations,
-                        "mutation_case": mutation_cases(cls) if "mutation_case" in argnames else [None],
+                        "mutation_case": mutation_cases(cls, depth) if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
                 combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
                            for c in itertools.product(*(axes[a] for a in argnames))]

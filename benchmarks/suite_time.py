@@ -1,12 +1,14 @@
 """How long the suite takes, whole process, split into framework imports and the rest.
 
-    python benchmarks/suite_time.py --runs 3 --output docs/SUITE_TIME.md
+    python benchmarks/suite_time.py --runs 3 --before REV --full --output docs/SUITE_TIME.md
 
 Times, ``--runs`` times each and reporting the median:
 
 - the import of each framework in a fresh Python (what every pytest-xdist worker,
   and every Keras child process, pays once);
-- the README's test command, ``pytest -n auto --equivalence-report=DIR`` (whole
+- the README's test command, ``pytest -n auto --equivalence-report=DIR``, at the default
+  and the quick depth (``--full``: once at full depth too), and, with ``--before REV``, the
+  suite of an earlier commit, interleaved with this tree's (whole
   process: start-up, collection, imports in the workers, tests, the report), in wall
   clock and in CPU seconds of the whole process tree (with 2 cores, wall can fall no
   lower than half the CPU seconds; both drift by up to a third between runs of the same
@@ -50,17 +52,20 @@ IMPORTS = {
     "all of them, in one process (what each worker pays)":
         "import numpy, torch, tensorflow, tf_keras, keras, jax, flax.linen, flax.nnx, onnx, onnxruntime, onnxscript",
 }
-COMMANDS = {  # the README's test command; the report goes to a temporary directory
+COMMANDS = {  # the README's test command at each depth; the report goes to a temporary directory
     "whole suite": ["pytest", "-n", "auto", "--equivalence-report=REPORT"],
+    "whole suite, quick": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--depth=quick"],
     "NumPy only": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--frameworks=numpy-split,numpy-concat"],
 }
+# What a tree from before --depth existed can run: its whole suite and NumPy alone.
+BEFORE_COMMANDS = ("whole suite", "NumPy only")
 
 
-def timed(args) -> tuple[float, float, str]:
+def timed(args, cwd=ROOT) -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user + system, the process and all it waited for), stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -100,35 +105,56 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--output")
+    parser.add_argument("--before", metavar="REV", help="also time the suite of this commit (a git worktree), "
+                        "its runs interleaved with this tree's, so that both meet the same machine")
+    parser.add_argument("--full", action="store_true", help="also time --depth=full, once")
     args = parser.parse_args(argv)
+    trees = [("this tree", ROOT, list(COMMANDS))]
+    scratch_tree = None
+    if args.before:
+        scratch_tree = Path(tempfile.mkdtemp(prefix="suite-time-before-")) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", str(scratch_tree), args.before], cwd=ROOT, check=True,
+                       capture_output=True)
+        trees.insert(0, (f"before ({args.before})", scratch_tree, list(BEFORE_COMMANDS)))
+    try:
+        return measure(args, trees)
+    finally:
+        if scratch_tree is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(scratch_tree)], cwd=ROOT, capture_output=True)
 
+
+def measure(args, trees) -> int:
     imports = {}
     for name, statement in IMPORTS.items():
         samples = [timed([sys.executable, "-c", statement])[0] for _ in range(args.runs)]
         baseline = [timed([sys.executable, "-c", "pass"])[0] for _ in range(args.runs)]
         imports[name] = statistics.median(samples) - statistics.median(baseline)
         print(f"import {name}: {imports[name]:.2f} s", flush=True)
-    suites, breakdown = {}, None
-    for name, command in COMMANDS.items():
-        runs = []
-        for run in range(args.runs):
+    suites, breakdown = collections.defaultdict(list), None
+    plan = [(tree, path, name) for tree, path, names in trees for name in names]
+    if args.full:
+        COMMANDS["whole suite, full (once)"] = COMMANDS["whole suite"] + ["--depth=full"]
+    for run in range(args.runs):  # round-robin: every command meets the machine as it is now
+        for tree, path, name in plan + ([("this tree", ROOT, "whole suite, full (once)")]
+                                         if args.full and run == 0 else []):
             with tempfile.TemporaryDirectory() as scratch:
                 junit = Path(scratch) / "junit.xml"
-                argv = [a.replace("REPORT", str(Path(scratch) / "report")) for a in command]
+                argv = [a.replace("REPORT", str(Path(scratch) / "report")) for a in COMMANDS[name]]
                 elapsed, cpu, out = timed([sys.executable, "-m", *argv, "-p", "no:cacheprovider",
-                                           f"--junitxml={junit}"])
-                if name == "whole suite" and run == args.runs - 1:
+                                           f"--junitxml={junit}"], cwd=path)
+                if tree == "this tree" and name == "whole suite" and run == args.runs - 1:
                     breakdown = test_time_by_system(junit)
             tail = [line for line in out.splitlines() if re.search(r"\d+ passed", line)][-1].strip("= ")
-            runs.append((elapsed, cpu, tail))
-            print(f"{name}: {elapsed:.1f} s wall, {cpu:.1f} s CPU ({tail})", flush=True)
-        suites[name] = runs
+            suites[(tree, name)].append((elapsed, cpu, tail))
+            print(f"{tree}, {name}: {elapsed:.1f} s wall, {cpu:.1f} s CPU ({tail})", flush=True)
     if args.output:
         lines = [
             "# How long the suite takes", "",
             f"{datetime.date.today()}. Machine: {cpu_name()}, {os.cpu_count()} cores, {platform.platform()}, "
             f"Python {platform.python_version()}. "
-            f"Command: `python benchmarks/suite_time.py --runs {args.runs} --output {args.output}`.", "",
+            f"Command: `python benchmarks/suite_time.py --runs {args.runs}"
+            f"{f' --before {args.before}' if args.before else ''}{' --full' if args.full else ''} "
+            f"--output {args.output}`.", "",
             "## Framework imports (median of fresh processes, minus Python's own start-up)", "",
             "Paid once per process that needs the framework: each of the `-n auto` workers, "
             "and each worker's Keras child process per other backend.", "",
@@ -138,16 +164,18 @@ def main(argv=None) -> int:
             f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} here: when set, as on "
             "this machine, pytest re-does its assertion rewriting of the plugins' modules (Hypothesis, "
             "xdist) and of the tests in every process, about 1.5 s per worker.", "",
-            "| command | wall, runs (s) | wall, median (s) | CPU, median (s) | tests |", "|---|---|---|---|---|",
+            "Runs interleaved: each round runs every command of every tree once, in turn.", "",
+            "| tree | command | wall, runs (s) | wall, median (s) | CPU, median (s) | tests |",
+            "|---|---|---|---|---|---|",
         ]
-        for name, runs in suites.items():
+        for (tree, name), runs in suites.items():
             command = " ".join(COMMANDS[name]).replace("REPORT", "DIR")
-            lines.append(f"| {name}: `{command}` | {', '.join(f'{e:.1f}' for e, _, _ in runs)} "
+            lines.append(f"| {tree} | {name}: `{command}` | {', '.join(f'{e:.1f}' for e, _, _ in runs)} "
                          f"| {statistics.median(e for e, _, _ in runs):.1f} "
                          f"| {statistics.median(c for _, c, _ in runs):.1f} | {runs[-1][2]} |")
         total, by_system = breakdown
         lines += [
-            "", "## Where the test time goes (last whole-suite run)", "",
+            "", "## Where the test time goes (this tree's last whole-suite run, default depth)", "",
             f"Each test's setup, call and teardown, summed over the workers: {total:.0f} s in all. "
             "A system's first test also pays its framework's import, or its Keras child's start.", "",
             "| system (or test module) | tests | seconds | share |", "|---|---|---|---|",
