@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from frameworks.base import distribution_version
-from harness.cases import Case
+from harness.cases import Case, cases_for
 from harness.compare import compare
 from harness.tolerance import pair_bound
 
@@ -84,8 +84,8 @@ def test_exported_gru_carries_linear_before_reset_1(adapter, request):
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
             "onnxscript's aten_gru omits linear_before_reset=1: https://github.com/microsoft/onnxscript/issues/2852, "
             "https://github.com/pytorch/pytorch/issues/189225")))
-    case = long_case("gru").with_(steps=adapter.max_steps or 50)
-    adapter.run(case.params("float32"), case.inputs("float32"), case.state("float32"))
+    case = next(c for c in cases_for(adapter) if c.steps > 1)  # its reference test's export, reused
+    adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
     assert all(flag == 1 for flag in adapter.gru_operators()), adapter.gru_operators()
     if not adapter.dynamo:
         assert adapter.gru_operators(), "the legacy exporter is expected to emit the ONNX GRU operator"

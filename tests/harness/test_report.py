@@ -84,9 +84,10 @@ def _rows(out: str) -> dict:
     return rows
 
 
-def test_a_disagreement_is_reported_not_a_crash(tmp_path):
+def test_a_disagreement_is_reported_not_a_crash(tmp_path, require_system):
     """One system's outputs scaled by 1 + 1e-3: its cell rows, its layer rows and its pair rows go
     NOT equivalent, the run ends in exit code 1 (not an INTERNALERROR), and the report is written."""
+    require_system("torch")  # the child run is about torch's cell and layer
     code, out = run_pytest("-p", "tests.harness.perturb", "--frameworks=torch,torch-rnn,numpy-split",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "torch,torch-rnn=0.001"})
