@@ -74,6 +74,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
+        "pair_with_source: the test compares an exported model with its source (Adapter.compare_with); "
+        "a failure belongs to that pair's row",
+    )
+    config.addinivalue_line(
+        "markers",
         "known_issues(scope='reference'): run the adapters' known upstream bugs (Adapter.known_issues) "
         "in this scope as strict xfails",
     )

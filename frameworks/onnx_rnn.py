@@ -279,9 +279,6 @@ def _onnx_gated(evaluation, label: str, family: str, variant: str = "") -> type:
         "variant": variant, "mutations": _gated_mutations(family), "__module__": __name__, "__qualname__": qualname})
 
 
-ONNX_GATED = {
-    cls.name: cls
-    for evaluation, label in ((OnnxRuntimeEvaluation, "ort"), (OnnxReferenceEvaluation, "reference"))
-    for cls in (_onnx_gated(evaluation, label, "lstm"), _onnx_gated(evaluation, label, "gru", "reset_after"),
-                _onnx_gated(evaluation, label, "gru", "reset_before"))
-}
+for _evaluation, _label in ((OnnxRuntimeEvaluation, "ort"), (OnnxReferenceEvaluation, "reference")):
+    for _family, _variant in (("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")):
+        _onnx_gated(_evaluation, _label, _family, _variant)  # registers itself (frameworks.base.REGISTRY)

@@ -135,8 +135,9 @@ class TF1OneKernel(TF1Cell):
         """No weight of TF1's LSTM has a side of H (kernel (I+H, 4H), bias (4H,)): H is the bias's
         length / G, so that a kernel of the wrong shape is named against the shape expected of it."""
         G, shape = len(GATES[self.family]), np.shape(native["bias"])
+        units = gates_text(self.family, "num_units")
         if len(shape) != 1 or shape[0] % G:
-            raise ValueError(f"{self.cell}: bias: expected shape ({gates_text(self.family, 'num_units')},), got {shape}")
+            raise ValueError(f"{self.cell}: bias: expected shape ({units},), got {shape}")
         return shape[0] // G, "bias's length" + (f" / {G}" if G > 1 else "")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from frameworks.base import CELL, LayerConfig, Native, import_framework, scaled, swapped_names, transposed
+from frameworks.base import CELL, LayerConfig, Native, distribution_version, import_framework, scaled, swapped_names, transposed
 from frameworks.pytorch import TorchLayer, TorchRNN
 
 MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
@@ -85,7 +85,9 @@ class Exported(TorchLayer):
         test of one case share it: in this process, and across a run's processes through the
         directory ``RNN_EQ_EXPORT_CACHE`` names (conftest sets one per run).
         """
-        key = hashlib.sha256(repr((self.name, g, str(config), [(tuple(a.shape), str(a.dtype)) for a in flat],
+        # The versions too: a directory the user set (and kept) may outlive an upgrade of the exporter.
+        versions = [(d, distribution_version(d)) for d in (*self.distributions, "onnx")]
+        key = hashlib.sha256(repr((self.name, versions, g, str(config), [(tuple(a.shape), str(a.dtype)) for a in flat],
                                    [(n, _digest(v)) for n, v in sorted(native.items())])).encode()).hexdigest()
         if key in self._models:
             return self._models[key]
@@ -205,4 +207,6 @@ def _exported(family: str, dynamo: bool) -> type:
     })
 
 
-EXPORTED_GATED = {cls.name: cls for cls in (_exported(f, d) for f in ("lstm", "gru") for d in (True, False))}
+for _family in ("lstm", "gru"):
+    for _dynamo in (True, False):
+        _exported(_family, _dynamo)  # registers itself (frameworks.base.REGISTRY)

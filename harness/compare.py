@@ -71,7 +71,7 @@ def compare_outputs(actual: dict, expected: dict, bounds: dict, what: str) -> Co
     if sorted(actual) != sorted(expected):
         raise AssertionError(f"{what}: the system returned outputs {sorted(actual)}, expected {sorted(expected)}")
     comparisons = [compare(actual[key], expected[key], bounds[key], f"{what}, output {key!r}") for key in expected]
-    return max(comparisons, key=lambda c: c.ratio)
+    return max(comparisons, key=lambda c: np.inf if np.isnan(c.ratio) else c.ratio)  # NaN: the worst, not dropped
 
 
 def assert_dtype(actual: dict, dtype: str, who: str) -> None:

@@ -21,19 +21,23 @@ def family_of(system: str) -> str:
     return cls.family + (f" ({cls.variant})" if cls.variant else "")
 
 
-def _systems(params: dict):
-    """(system, other or None) of a test's parameters: the system, or the two sides of a pair."""
+def _systems(params: dict, item=None):
+    """(system, other or None) of a test: the system, or the two sides of a pair (a ``system_pair``,
+    or an exported model and the system it came from, for a test marked ``pair_with_source``)."""
     pair = params.get("system_pair")
     if pair:
         return pair[0], pair[1]
-    return params.get("system"), None
+    system = params.get("system")
+    if system and item is not None and item.get_closest_marker("pair_with_source"):
+        return system, adapter_class(system).compare_with
+    return system, None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
     params = getattr(getattr(item, "callspec", None), "params", {})
-    system, other = _systems(params)
+    system, other = _systems(params, item)
     if report.failed and system:
         crash = getattr(report.longrepr, "reprcrash", None)  # the exception's own message, if pytest kept it
         message = crash.message if crash else (report.longreprtext.strip().splitlines() or [""])[-1]
@@ -52,8 +56,9 @@ def record(request):
     if known is not None:
         # A known upstream bug: listed under the table, kept out of the worst ratio.
         params = request.node.callspec.params
+        system = _systems(params)[0]
         request.node.user_properties.append((PROPERTY, {
-            "kind": "known", "system": _systems(params)[0], "dtype": params["dtype"],
+            "kind": "known", "system": system, "family": family_of(system), "dtype": params["dtype"],
             "known_issue": known.kwargs["reason"]}))
 
     def record(kind, adapter, **fields):

@@ -78,8 +78,10 @@ class Row:
 
     @property
     def error_text(self) -> str:
-        """The largest error; where only an upstream bug's cases were measured, theirs."""
-        return f"{self.known_max_error if self.cases == 0 and self.known_cases else self.max_error:.2e}"
+        """The largest error; where only an upstream bug's cases were measured, theirs, marked '*'."""
+        if self.cases == 0 and self.known_cases:
+            return "-" if self.known_worst_ratio is None else f"{self.known_max_error:.2e}*"
+        return f"{self.max_error:.2e}"
 
     @property
     def ratio_text(self) -> str:

@@ -208,7 +208,8 @@ def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, s
     p = p.astype(np.float64)
     batch = xs.value.shape[1]
     keys = ("h", "c") if p.family == "lstm" else ("h",)
-    state = {key: (exact(np.zeros((batch, p.hidden_size))) if state is None else state[key]).T for key in keys}
+    zeros = exact(np.zeros((batch, p.hidden_size)))  # a state not given is zeros, as in the reference
+    state = {key: (zeros if state is None or key not in state else state[key]).T for key in keys}
     trace = {key: [] for key in keys}
     for t in range(xs.value.shape[0]):
         state = STEPS[p.family](ar, p, xs[t].T, state, forget_bias)

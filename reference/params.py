@@ -35,16 +35,18 @@ GATED = "default"  # the activation name of a gated cell: sigmoid gates, tanh ca
 GATE_SCALES = {"rnn": (1.0,), "lstm": (1.0, 0.6, 1.4, 0.8), "gru": (1.2, 0.7, 1.0)}
 
 
-def check_float_array(name: str, value, expected_shape: tuple[int, ...], shape_text: str):
+def check_float_array(name: str, value, expected_shape: tuple[int, ...], shape_text: str, source: str = ""):
     """Return ``value`` as an array, or raise naming what was expected and received.
 
-    ``shape_text`` spells the expected shape in symbols, e.g. ``"(H, I)"``.
+    ``shape_text`` spells the expected shape in symbols, e.g. ``"(H, I)"``; ``source`` says where
+    its sizes come from, e.g. ``"H=4 from W_hh's shape (4, 4)"``.
     """
     array = np.asarray(value)
     if array.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name}: expected a float32 or float64 array, got dtype {array.dtype}")
     if array.shape != expected_shape:
-        raise ValueError(f"{name}: expected shape {shape_text} = {expected_shape}, got {array.shape}")
+        raise ValueError(f"{name}: expected shape {shape_text} = {expected_shape}"
+                         f"{f' ({source})' if source else ''}, got {array.shape}")
     if not np.all(np.isfinite(array)):
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
         raise ValueError(f"{name}: expected finite values, got {array[index]} at index {index}")
@@ -80,12 +82,12 @@ class CellParams:
             raise ValueError(f"{symbols['W_h']}: expected shape ({GH}, H) for {self.family} "
                              f"(gates {', '.join(GATES[self.family])}), got {W_h.shape}")
         H = W_h.shape[1]
-        W_h = check_float_array(symbols["W_h"], W_h, (G * H, H), f"({GH}, H) with H={H}")
+        W_h = check_float_array(symbols["W_h"], W_h, (G * H, H), f"({GH}, H)")
         W_x = np.asarray(self.W_x)
         if W_x.ndim != 2:
             raise ValueError(f"{symbols['W_x']}: expected a 2-D array of shape ({GH}, I), got shape {W_x.shape}")
-        W_x = check_float_array(symbols["W_x"], W_x, (G * H, W_x.shape[1]),
-                                f"({GH}, I) with H={H} from {symbols['W_h']}")
+        source = f"H={H} from {symbols['W_h']}'s shape {W_h.shape}"
+        W_x = check_float_array(symbols["W_x"], W_x, (G * H, W_x.shape[1]), f"({GH}, I)", source)
         if (self.b_x is None) != (self.b_h is None):
             raise ValueError(
                 f"b_x and b_h: expected both arrays of shape ({GH},) or both None (no bias), "
@@ -93,8 +95,7 @@ class CellParams:
         tensors = {"W_x": W_x, "W_h": W_h}
         if self.b_x is not None:
             for name in ("b_x", "b_h"):
-                tensors[name] = check_float_array(name, getattr(self, name), (G * H,),
-                                                  f"({GH},) with H={H} from {symbols['W_h']}")
+                tensors[name] = check_float_array(name, getattr(self, name), (G * H,), f"({GH},)", source)
         dtypes = {symbols.get(name, name): t.dtype for name, t in tensors.items()}
         if len(set(dtypes.values())) != 1:
             raise TypeError(f"expected one dtype for all parameters, got {dtypes}")

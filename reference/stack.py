@@ -156,8 +156,13 @@ def run_stack(stack, xs, state=None) -> dict:
     """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over ``reference.cells``."""
     stack = StackParams.of(stack)
     xs = np.asarray(xs)
+    if xs.ndim != 3 or xs.shape[2] != stack.input_size:
+        raise ValueError(f"xs: expected shape (T, batch, I) with I={stack.input_size}, got {xs.shape}")
     if state is not None:
-        expected = (stack.num_layers * stack.num_directions, xs.shape[1] if xs.ndim == 3 else None, stack.hidden_size)
+        unknown = sorted(set(state) - set(state_keys(stack.family)))
+        if unknown:
+            raise ValueError(f"state: expected keys {list(state_keys(stack.family))} for {stack.family}, got {unknown}")
+        expected = (stack.num_layers * stack.num_directions, xs.shape[1], stack.hidden_size)
         for key, value in state.items():
             if np.shape(value) != expected:
                 raise ValueError(f"{key}0: expected shape (num_layers*num_directions, batch, H) = {expected}, "

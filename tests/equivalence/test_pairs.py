@@ -22,6 +22,7 @@ def test_systems_agree_with_each_other(adapters, pair_case, record):
     assert_within_bound(comparison)
 
 
+@pytest.mark.pair_with_source
 @pytest.mark.applies_to(lambda cls: cls.compare_with is not None)
 def test_exported_model_agrees_with_its_source(adapter, g, dtype, case, load_system, record):
     """An exported model against the framework module it was exported from, not only the reference."""

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_pytest(*args, env=None, blocked=None, tmp_path=None):
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_BREAK", "PYTEST_XDIST_WORKER",
+               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_BREAK", "RNN_EQ_DEPTH", "RNN_EQ_SEED", "RNN_EQ_PERTURB",
+                            "PYTEST_XDIST_WORKER",
                             "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
     environ.update(env or {})
     if blocked:
