@@ -195,7 +195,8 @@ class Adapter:
             arranged["c"] = result["c_output"]
         return arranged
 
-    def reads_reversed(self, config: LayerConfig) -> bool:
+    @classmethod
+    def reads_reversed(cls, config: LayerConfig) -> bool:
         """True where the system reads x_T..x_1 and reports in that order (Keras ``go_backwards``)."""
         return False
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, swapped, transposed,
+    Adapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, swapped, swapped_names,
+    transposed,
 )
 from reference.cells import state_keys
 from reference.stack import DIRECTIONS
@@ -214,16 +215,15 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
     layout_config = LayerConfig(1, True)  # nnx.Bidirectional: both directions' weights
     mutations = {
         "forward.dense_h.kernel not transposed": transposed("forward.dense_h.kernel"),
-        "forward and backward swapped": lambda n: {
-            **{k.replace("forward.", "backward."): v for k, v in n.items() if k.startswith("forward.")},
-            **{k.replace("backward.", "forward."): v for k, v in n.items() if k.startswith("backward.")}},
+        "forward and backward swapped": swapped_names("forward.", "backward.", where="prefix"),
         "backward.dense_i.bias dropped": scaled("backward.dense_i.bias", 0.0),
     }
 
     def tag(self, layer: int, direction: int) -> str:
         return f"{DIRECTIONS[direction]}."
 
-    def reads_reversed(self, config: LayerConfig) -> bool:
+    @classmethod
+    def reads_reversed(cls, config: LayerConfig) -> bool:
         return bool(config.option("reverse"))
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):

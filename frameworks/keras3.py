@@ -187,7 +187,8 @@ class KerasLayer(KerasMapping):
     def tag(self, layer: int, direction: int) -> str:
         return f"layer{layer}.{DIRECTIONS[direction]}."
 
-    def reads_reversed(self, config: LayerConfig) -> bool:
+    @classmethod
+    def reads_reversed(cls, config: LayerConfig) -> bool:
         """``go_backwards`` reads x_T..x_1 and reports in that order."""
         return bool(config.option("go_backwards"))
 

@@ -210,7 +210,8 @@ class OnnxRNN(OnnxOperator):
         "B dropped": scaled("B", 0.0),
     }
 
-    def reads_reversed(self, config: LayerConfig) -> bool:
+    @classmethod
+    def reads_reversed(cls, config: LayerConfig) -> bool:
         return config.option("direction") == "reverse"
 
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:

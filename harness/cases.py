@@ -118,9 +118,8 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     for i, row in enumerate(design(factors(adapter), depth)):
         config = replace(row["config"], initial_state=row["initial_state"])
         (I, H) = row["shape"]
-        cases.append(Case(adapter.family, I, H, row["batch"], row["steps"], seed * 10_000 + i, config=config,
-                          activation=row["activation"], variant=adapter.variant, zero_b_hn=adapter.zero_b_hn,
-                          forget_bias=adapter.forget_bias, reversed_inputs=_reads_reversed(adapter, config)))
+        cases.append(case_of(adapter, I, H, row["batch"], row["steps"], seed * 10_000 + i, config,
+                             activation=row["activation"]))
     return cases
 
 
@@ -141,14 +140,19 @@ def pair_cases(anchor, other, depth: str = "default", seed: int = 0) -> list[Cas
 MUTATION_STEPS = 5
 
 
+def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, activation=None) -> Case:
+    """A case of what a system (an adapter or its class) computes: its family member, the constants
+    its mapping folds, the order it reads in; the activation its first one unless given."""
+    return Case(adapter.family, input_size, hidden_size, batch, steps, seed, config=config,
+                activation=adapter.activations[0] if activation is None else activation, variant=adapter.variant,
+                zero_b_hn=adapter.zero_b_hn, forget_bias=adapter.forget_bias,
+                reversed_inputs=adapter.reads_reversed(config))
+
+
 def mutation_cases(adapter, depth: str = "default") -> list[Case]:
     """The square case, where only values can give a wrong mapping away, and for a cell (default and
     full depth) a non-square one, where a wrong mapping may also be refused by its shapes."""
-    activation = adapter.activations[0]
-    base = Case(adapter.family, 4, 4, batch=2, steps=MUTATION_STEPS, seed=6, activation=activation,
-                variant=adapter.variant, zero_b_hn=adapter.zero_b_hn, forget_bias=adapter.forget_bias,
-                config=adapter.mutation_config)
-    base = base.with_(reversed_inputs=_reads_reversed(adapter, base.config))
+    base = case_of(adapter, 4, 4, batch=2, steps=MUTATION_STEPS, seed=6, config=adapter.mutation_config)
     if adapter.layer or depth == "quick":
         return [base]
     return [base, base.with_(input_size=3, hidden_size=5, seed=7)]
@@ -174,17 +178,10 @@ def _read_only(arrays: dict) -> dict:
     return arrays
 
 
-def _reads_reversed(adapter, config) -> bool:
-    """``reads_reversed`` of an adapter instance, or of its class (cases are made at collection)."""
-    if isinstance(adapter, type):
-        return adapter.reads_reversed(adapter, config)
-    return adapter.reads_reversed(config)
-
-
 def steps_for(adapter, steps: int) -> int:
     """``steps``, capped by the adapter's ``max_steps`` (an exporter that unrolls the recurrence)."""
     return min(steps, adapter.max_steps or steps)
 
 
-__all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "cases_for", "factors", "mutation_cases", "pair_cases",
+__all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "factors", "mutation_cases", "pair_cases",
            "steps_for"]

@@ -4,17 +4,16 @@ import numpy as np
 import pytest
 
 from frameworks.base import Adapter
-from harness.cases import Case
+from harness.cases import Case, case_of
 
 
-def case_of(adapter, config, **shape) -> Case:
-    return Case(adapter.family, **{"input_size": 3, "hidden_size": 5, "batch": 2, "steps": 4, "seed": 11, **shape},
-                config=config, activation=adapter.activations[0], variant=adapter.variant, zero_b_hn=adapter.zero_b_hn)
+def case_in(adapter, config) -> Case:
+    return case_of(adapter, 3, 5, batch=2, steps=4, seed=11, config=config)
 
 
 def test_native_weights_have_the_documented_layout(adapter, dtype):
     for config in {*adapter.configs, adapter.mutation_config}:
-        case = case_of(adapter, config)
+        case = case_in(adapter, config)
         native = adapter.to_native(case.stack(dtype), config)
         spec = adapter.native_spec(config, case.input_size, case.hidden_size)
         assert {n: np.shape(v) for n, v in native.items()} == {n: s for n, (s, _) in spec.items()}, str(config)
@@ -30,7 +29,7 @@ def test_documented_layout_is_the_frameworks_own(adapter):
 
 def test_native_round_trip_is_bitwise(adapter, dtype):
     config = adapter.mutation_config
-    native = adapter.to_native(case_of(adapter, config).stack(dtype), config)
+    native = adapter.to_native(case_in(adapter, config).stack(dtype), config)
     again = adapter.to_native(adapter.from_native(native, config), config)
     assert sorted(again) == sorted(native)
     for name in native:
@@ -43,7 +42,7 @@ def test_canonical_round_trip(adapter, dtype):
     the same function, other parameters. A constant the mapping folds out and back in
     (TF1's forget_bias) rounds twice, each time at the size of the constant."""
     config = adapter.mutation_config
-    stack = case_of(adapter, config).stack(dtype)
+    stack = case_in(adapter, config).stack(dtype)
     back = adapter.from_native(adapter.to_native(stack, config), config)
     for (k, d, before), (_, _, after) in zip(stack.cells(), back.cells()):
         where = f"layer {k} direction {d}"

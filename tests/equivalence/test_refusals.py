@@ -10,13 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from harness.cases import Case
+from harness.cases import Case, case_of
 
 
-def case_of(adapter) -> Case:
+def case_with_state(adapter) -> Case:
     config = next((c for c in (adapter.mutation_config, *adapter.configs) if c.initial_state), adapter.mutation_config)
-    return Case(adapter.family, 3, 5, batch=2, steps=4, seed=11, config=config, activation=adapter.activations[0],
-                variant=adapter.variant, zero_b_hn=adapter.zero_b_hn)
+    return case_of(adapter, 3, 5, batch=2, steps=4, seed=11, config=config)
 
 
 def run_native(adapter, case, native=None, xs=None, state="given", g=None):
@@ -27,7 +26,7 @@ def run_native(adapter, case, native=None, xs=None, state="given", g=None):
 
 
 def test_wrong_weight_shape_names_the_frameworks_parameter(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     native = adapter.to_native(case.stack("float32"), case.config)
     recurrent = adapter.recurrent_kernel(case.config)
     name = next((n for n in sorted(native) if n != recurrent and np.ndim(native[n]) >= 2), recurrent)
@@ -39,7 +38,7 @@ def test_wrong_weight_shape_names_the_frameworks_parameter(adapter):
 
 
 def test_every_missing_weight_is_named(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     native = adapter.to_native(case.stack("float32"), case.config)
     for name in native:
         with pytest.raises(ValueError, match=rf"missing \[{re.escape(repr(name))}\]|\(missing {re.escape(repr(name))}\)"):
@@ -47,7 +46,7 @@ def test_every_missing_weight_is_named(adapter):
 
 
 def test_integer_weights_are_refused(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     native = adapter.to_native(case.stack("float32"), case.config)
     name = next(n for n in sorted(native) if n != adapter.recurrent_kernel(case.config))
     native[name] = np.asarray(native[name]).astype(np.int32)
@@ -56,7 +55,7 @@ def test_integer_weights_are_refused(adapter):
 
 
 def test_weights_in_another_dtype_than_the_inputs_are_refused(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     xs = case.inputs("float32").astype(np.float16)
     with pytest.raises(TypeError, match=r"inputs: expected dtype in .* got float16"):
         run_native(adapter, case, xs=xs)
@@ -66,14 +65,14 @@ def test_weights_in_another_dtype_than_the_inputs_are_refused(adapter):
 
 
 def test_wrong_input_size_names_the_input_kernel(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     with pytest.raises(ValueError, match=r"expected shape .* \(input_size=2 from the inputs"):
         run_native(adapter, case, xs=case.inputs("float32")[..., :-1])
 
 
 def test_wrong_state_width_names_the_state_not_a_weight(adapter):
     """The hidden size is read from the weights, so a state of the wrong width is blamed itself."""
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     state = {key: value[..., :-1] for key, value in case.state("float32").items()}
     key = next(iter(state))
     with pytest.raises(ValueError, match=rf"{re.escape(adapter.state_names[key])}: expected shape .* "
@@ -82,21 +81,21 @@ def test_wrong_state_width_names_the_state_not_a_weight(adapter):
 
 
 def test_state_batch_mismatch_is_refused(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     state = {key: np.concatenate([value, value[:, :1]], axis=1) for key, value in case.state("float32").items()}
     with pytest.raises(ValueError, match=r"expected shape \(.*, batch, hidden_size\) = \(\d+, 2, 5\)"):
         run_native(adapter, case, state=state)
 
 
 def test_unknown_state_is_refused(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     state = {**case.state("float32"), "m": case.state("float32")["h"]}
     with pytest.raises(ValueError, match=r"initial state: expected a dict with keys \[.*\] \(or None\), got \[.*'m'"):
         run_native(adapter, case, state=state)
 
 
 def test_unsupported_activation_is_refused(adapter):
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     with pytest.raises(ValueError, match=r"activation 'softplus' is not supported; expected one of"):
         run_native(adapter, case, g="softplus")
 
@@ -104,7 +103,7 @@ def test_unsupported_activation_is_refused(adapter):
 def test_parameters_of_another_cell_are_refused(adapter):
     """An LSTM's weights handed to a GRU, or a reset-after GRU's to a reset-before one, is a mistake
     the mapping could otherwise make fit."""
-    case = case_of(adapter)
+    case = case_with_state(adapter)
     other = {"rnn": dict(family="lstm"), "lstm": dict(family="gru"),
              "gru": dict(variant="reset_before" if adapter.variant == "reset_after" else "reset_after")}[adapter.family]
     wrong = case.with_(activation="", **{"variant": "", **other})
