@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
-from harness.cases import cases_for, mutation_cases, pair_cases  # noqa: E402
+from harness.cases import cases_for, chunked_cases, mutation_cases, padded_cases, pair_cases  # noqa: E402
 from harness.depth import DEPTHS  # noqa: E402
 from harness.summary import Summary  # noqa: E402
 
@@ -30,6 +30,9 @@ pytest_plugins = ["harness.records"]  # a failing test is a record; the ``record
 SELECTION = pytest.StashKey[selection_mod.Selection]()
 DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
 DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
+# The case designs a test's ``case`` comes from (``design(name)`` marker): whole sequences by
+# default, padded batches, chunked runs.
+DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases}
 
 
 def pytest_addoption(parser):
@@ -76,6 +79,10 @@ def pytest_configure(config):
         "markers",
         "pair_with_source: the test compares an exported model with its source (Adapter.compare_with); "
         "a failure belongs to that pair's row",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"design(name): the cases a test's ``case`` comes from, one of {sorted(DESIGNS)} (default 'whole')",
     )
     config.addinivalue_line(
         "markers",
@@ -171,14 +178,18 @@ def pytest_generate_tests(metafunc):
         argnames = [a for a in ("system", "g", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
         marker = metafunc.definition.get_closest_marker("known_issues")
         scope = marker.args[0] if marker and marker.args else "reference"
+        chosen = metafunc.definition.get_closest_marker("design")
+        make_cases = DESIGNS[chosen.args[0] if chosen else "whole"]
         combos = []
         for cls in applicable(metafunc, names):
-            known = cls.known_issues if marker and scope in cls.known_issue_scopes else {}
+            known = dict(cls.known_issues) if marker and scope in cls.known_issue_scopes else {}
+            if marker and make_cases is padded_cases and cls.padded_known_issue:
+                known.update({(g, d): cls.padded_known_issue for g in cls.activations for d in cls.dtypes})
             # A case carries its activation; without cases, ``g`` runs over the system's activations.
-            cases = cases_for(cls, depth, seed) if "case" in argnames else [None]
+            cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
             # What an upstream bug breaks is shown on the quick design (every level once), short of
             # full depth: a strict expected failure needs only to keep failing.
-            broken = cases_for(cls, "quick", seed) if known and "case" in argnames and depth != "full" else cases
+            broken = make_cases(cls, "quick", seed) if known and "case" in argnames and depth != "full" else cases
             for case in dict.fromkeys(cases + broken):
                 def runs(dtype, case=case):
                     return case is None or case in (broken if (case.activation, dtype) in known else cases)

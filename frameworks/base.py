@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from reference.cells import state_keys
+from reference.padding import Padding
 from reference.params import FLOAT_DTYPES, GATED, GATES, RNN_ACTIVATIONS, CellParams
 from reference.stack import StackParams
 
@@ -112,6 +113,16 @@ class Adapter:
     # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
     max_steps: int | None = None
     compare_with: str | None = None  # an exported model: the system it was exported from
+    # Padded batches (reference.padding): the configurations the system is compared on with mixed
+    # lengths (with the system's own options, e.g. ("enforce_sorted", False)), the sides of padding
+    # it takes, and its name for the lengths. A system with none refuses a padded batch.
+    padded_configs: tuple[LayerConfig, ...] = ()
+    padding_sides: tuple[str, ...] = ("post",)
+    lengths_name: str = "lengths"
+    padded_known_issue: str = ""  # why the system is known to get padded batches wrong, with the report
+    # Chunked runs: configurations in which a sequence is run in several calls, each starting from
+    # the state the previous call returned (``returned_state``, or the system's own carry).
+    chunked_configs: tuple[LayerConfig, ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -201,15 +212,54 @@ class Adapter:
         return False
 
     def run_native(self, native: Native, xs: np.ndarray, state, config: LayerConfig, g: str) -> dict:
-        """Run the framework on its own weights; outputs as ``arrange`` shapes them."""
+        """Run the framework on its own weights; outputs as ``arrange`` shapes them. A system with
+        ``padded_configs`` takes ``padding=`` (a ``reference.padding.Padding`` or None) too."""
         raise NotImplementedError
 
-    def run(self, params, xs, state=None, config: LayerConfig | None = None) -> dict[str, np.ndarray]:
+    def run(self, params, xs, state=None, config: LayerConfig | None = None,
+            padding: Padding | None = None) -> dict[str, np.ndarray]:
         """Map ``params`` (a cell or a stack) to native weights and run the framework."""
         stack = StackParams.of(params)
         config = config or (CELL if stack.has_bias else replace(CELL, bias=False))
         self.check_params(stack, config)
-        return self.run_native(self.to_native(stack, config), np.asarray(xs), state, config, stack.activation)
+        xs = np.asarray(xs)
+        if padding is None:
+            return self.run_native(self.to_native(stack, config), xs, state, config, stack.activation)
+        self.check_padding(padding, xs)
+        return self.run_native(self.to_native(stack, config), xs, state, config, stack.activation, padding=padding)
+
+    # --- padded batches and chunked runs --------------------------------------------
+    @classmethod
+    def padded_output(cls, config: LayerConfig) -> str:
+        """What the system reports on a padded step: "zeros" or "repeat" (``reference.padding``)."""
+        return "zeros"
+
+    def check_padding(self, padding: Padding, xs: np.ndarray) -> None:
+        """A padded batch this system takes, or an error naming the system's own argument."""
+        if not self.padded_configs:
+            raise ValueError(f"{self.cell}: padded batches are not supported by this system (it takes no "
+                             f"{self.lengths_name}); run each sequence to its own length instead")
+        if not isinstance(padding, Padding):
+            raise TypeError(f"{self.cell}: {self.lengths_name}: expected a reference.padding.Padding, "
+                            f"got {type(padding).__name__}")
+        if padding.side not in self.padding_sides:
+            raise ValueError(f"{self.cell}: {self.lengths_name}: expected padding on the side(s) "
+                             f"{self.padding_sides}, got {padding.side!r}-padding")
+        padding.check(xs.shape[0], xs.shape[1] if xs.ndim == 3 else -1, f"{self.cell}: {self.lengths_name}")
+
+    def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        """The final state among a run's outputs, as the initial state of the next call
+        ({"h": (L*D, batch, H), ...}): how a user carries state across calls."""
+        return {key: outputs[f"{key}_n"] for key in state_keys(self.family)}
+
+    def run_chunks(self, params, chunks, state, config: LayerConfig) -> list[dict[str, np.ndarray]]:
+        """Run consecutive chunks of one sequence, each call from the state the previous returned;
+        every call's outputs. A system with its own carry (Keras ``stateful=True``) overrides this."""
+        outputs = []
+        for xs in chunks:
+            outputs.append(self.run(params, xs, state, config))
+            state = self.returned_state(outputs[-1], config)
+        return outputs
 
     # --- the checks, written once ------------------------------------------------
     def check_params(self, stack: StackParams, config: LayerConfig) -> None:

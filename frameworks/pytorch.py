@@ -161,6 +161,14 @@ class TorchLayer(TorchMapping):
         "layers 1 and 2 swapped": lambda n: swapped_names("_l1_reverse", "_l2_reverse")(swapped_names("_l1", "_l2")(n)),
     }
 
+    # Packed batches: lengths sorted longest first (enforce_sorted=True, the default) or in any order
+    # (False: PyTorch sorts, and puts the final states back in the batch's order).
+    padded_configs = (
+        LayerConfig(1, False, options=(("batch_first", False), ("enforce_sorted", True))),
+        LayerConfig(2, True, options=(("batch_first", True), ("enforce_sorted", False))),
+    )
+    chunked_configs = (LayerConfig(2, False, options=(("batch_first", False),)),)
+
     def tag(self, layer: int, direction: int) -> str:
         return f"_l{layer}" + ("_reverse" if direction else "")
 
@@ -173,8 +181,10 @@ class TorchLayer(TorchMapping):
             arranged["c_n"] = result["c_n"]
         return arranged
 
-    def module(self, native: Native, xs, state, config: LayerConfig, g: str):
-        """The loaded module and its arguments, in the layout ``config`` asks for."""
+    def module(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
+        """The loaded module and its arguments, in the layout ``config`` asks for; a padded batch
+        packed (``pack_padded_sequence``, which refuses pre-padding's layout by construction:
+        it takes each element's first ``lengths[b]`` steps)."""
         torch = self.torch
         dtype, H = self.check_call(native, xs, state, config, g)
         batch_first = bool(config.option("batch_first"))
@@ -183,6 +193,10 @@ class TorchLayer(TorchMapping):
                                       dtype=getattr(torch, dtype.name), **self._options(g))
         load_parameters(torch, module, native)
         inputs = torch.from_numpy(np.ascontiguousarray(xs.transpose(1, 0, 2) if batch_first else xs))
+        if padding is not None:
+            inputs = torch.nn.utils.rnn.pack_padded_sequence(
+                inputs, torch.tensor(padding.lengths), batch_first=batch_first,
+                enforce_sorted=bool(config.option("enforce_sorted")))
         if state is None:
             return module, (inputs,)
         h0 = torch.from_numpy(np.ascontiguousarray(state["h"]))
@@ -190,10 +204,13 @@ class TorchLayer(TorchMapping):
             return module, (inputs, (h0, torch.from_numpy(np.ascontiguousarray(state["c"]))))
         return module, (inputs, h0)
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
-        module, args = self.module(native, xs, state, config, g)
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        module, args = self.module(native, xs, state, config, g, padding)
         with self.torch.no_grad():
             output, final = module(*args)
+        if padding is not None:  # zeros on the padded steps, T steps as given
+            output, _ = self.torch.nn.utils.rnn.pad_packed_sequence(
+                output, batch_first=bool(config.option("batch_first")), total_length=xs.shape[0])
         if self.family == "lstm":
             return {"output": output.numpy(), "h_n": final[0].numpy(), "c_n": final[1].numpy()}
         return {"output": output.numpy(), "h_n": final.numpy()}

@@ -6,6 +6,7 @@ single cell unrolled over a sequence is the one-layer, one-direction stack.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -13,8 +14,9 @@ import numpy as np
 
 from frameworks.base import CELL, LayerConfig
 from harness.depth import design
-from harness.tolerance import pair_bound, reference_and_bound
+from harness.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from reference.cells import state_keys
+from reference.padding import Padding
 from reference.params import random_inputs, random_state
 from reference.stack import StackParams, run_stack
 
@@ -36,9 +38,16 @@ class Case:
     zero_b_hn: bool = False  # for a GRU that cannot hold b_hn (Flax nnx GRUCell)
     reversed_inputs: bool = False  # the system reads x_T..x_1 and reports in that order (go_backwards)
     forget_bias: float = 0.0  # folded by the mapping (TF1 LSTM); enters the bound
+    padding: Padding | None = None  # a padded batch: each element's real steps
+    padded_output: str = "zeros"  # what the system reports on a padded step (reference.padding)
+    chunks: tuple[int, ...] = ()  # a chunked run: the steps of each call
 
     def __str__(self) -> str:
         shape = f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
+        if self.padding is not None:
+            shape += f"-{self.padding}"
+        if self.chunks:
+            shape += f"-chunks{'+'.join(map(str, self.chunks))}"
         return shape if self.config == CELL else f"{self.config}-{shape}"
 
     def describe(self, dtype: str) -> str:
@@ -46,7 +55,10 @@ class Case:
         structure = "" if self.config == CELL else f"{self.config}, "
         return (f"{kind} {structure}I={self.input_size} H={self.hidden_size} batch={self.batch} T={self.steps} "
                 f"{dtype} seed={self.seed}" + ("" if self.config.bias else " no bias")
-                + (" b_hn=0" if self.zero_b_hn else "") + (" read reversed" if self.reversed_inputs else ""))
+                + (" b_hn=0" if self.zero_b_hn else "") + (" read reversed" if self.reversed_inputs else "")
+                + (f" {self.padding.side}-padded lengths={list(self.padding.lengths)} padded steps report "
+                   f"{self.padded_output}" if self.padding else "")
+                + (f" in chunks of {list(self.chunks)} steps" if self.chunks else ""))
 
     def with_(self, **changes) -> "Case":
         return replace(self, **changes)
@@ -92,6 +104,16 @@ class Case:
     def bound_vs_reference(self, dtype: str) -> dict:
         """Allowed |computed in dtype - float64 reference|: both carry rounding error."""
         return pair_bound(self.bound(dtype), self.bound("float64"))
+
+    def chunk_inputs(self, dtype="float64") -> list[np.ndarray]:
+        xs, bounds = self.inputs(dtype), np.cumsum(self.chunks)[:-1]
+        return np.split(xs, bounds)
+
+    def chunk_references(self, dtype: str) -> list[tuple[dict, dict]]:
+        """Per chunk, the reference's results and the allowed |computed in dtype - reference|,
+        each chunk from the state the one before ended in
+        (``harness.tolerance.chunked_reference_and_bound``)."""
+        return _chunk_references(self, dtype)
 
 
 # The factors every system is compared over, beside its own activations and configurations:
@@ -140,13 +162,49 @@ def pair_cases(anchor, other, depth: str = "default", seed: int = 0) -> list[Cas
 MUTATION_STEPS = 5
 
 
-def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, activation=None) -> Case:
+def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, activation=None, padding=None,
+            chunks=()) -> Case:
     """A case of what a system (an adapter or its class) computes: its family member, the constants
-    its mapping folds, the order it reads in; the activation its first one unless given."""
+    its mapping folds, the order it reads in, what it reports on padded steps; the activation its
+    first one unless given."""
     return Case(adapter.family, input_size, hidden_size, batch, steps, seed, config=config,
                 activation=adapter.activations[0] if activation is None else activation, variant=adapter.variant,
                 zero_b_hn=adapter.zero_b_hn, forget_bias=adapter.forget_bias,
-                reversed_inputs=adapter.reads_reversed(config))
+                reversed_inputs=adapter.reads_reversed(config), padding=padding,
+                padded_output=adapter.padded_output(config) if padding else "zeros", chunks=tuple(chunks))
+
+
+# Padded batches: a length-1 element and a full-length one among four, unsorted (sorted, longest
+# first, where the system asks for it: PyTorch's enforce_sorted=True), over nine steps.
+PADDED_STEPS = 9
+LENGTHS = (5, 9, 1, 7)
+
+
+def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """Every padded configuration of a system on every side of padding it takes (quick: the first
+    configuration, post-padded), in a non-square shape; full depth adds the other shape."""
+    configs = adapter.padded_configs[:1] if depth == "quick" else adapter.padded_configs
+    sides = adapter.padding_sides[:1] if depth == "quick" else adapter.padding_sides
+    shapes = SHAPES if depth == "full" else SHAPES[1:]
+    cases = []
+    for i, (config, side, (I, H)) in enumerate(itertools.product(configs, sides, shapes)):
+        lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
+        cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
+                             padding=Padding(lengths, side)))
+    return cases
+
+
+# Chunked runs of six steps: uneven chunks, one step per call, and two even halves.
+CHUNKINGS = ((2, 1, 3), (1, 1, 1, 1, 1, 1), (3, 3))
+
+
+def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """Every chunked configuration of a system, in uneven chunks (default depth: also one step per
+    call; full: also even halves)."""
+    chunkings = CHUNKINGS[:{"quick": 1, "default": 2}.get(depth, 3)]
+    configs = adapter.chunked_configs[:1] if depth == "quick" else adapter.chunked_configs
+    return [case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
+            for i, (config, chunks) in enumerate(itertools.product(configs, chunkings))]
 
 
 def mutation_cases(adapter, depth: str = "default") -> list[Case]:
@@ -163,13 +221,23 @@ def mutation_cases(adapter, depth: str = "default") -> list[Case]:
 # that case (the LSTM cells of all frameworks share theirs), and its pair tests. Read-only.
 @lru_cache(maxsize=None)
 def _reference(case: Case) -> dict:
-    return _read_only(run_stack(case.stack(), case._read(case.inputs()), case.state()))
+    return _read_only(run_stack(case.stack(), case._read(case.inputs()), case.state(), case.padding,
+                                case.padded_output))
 
 
 @lru_cache(maxsize=None)
 def _bound(case: Case, dtype: str) -> dict:
     return _read_only(reference_and_bound(case.stack(), case._read(case.inputs()), case.state(), dtype,
-                                          case.forget_bias)[1])
+                                          case.forget_bias, case.padding, case.padded_output)[1])
+
+
+@lru_cache(maxsize=None)
+def _chunk_references(case: Case, dtype: str) -> list[tuple[dict, dict]]:
+    args = (case.stack(), case.inputs(), case.state())
+    computed = chunked_reference_and_bound(*args, dtype, case.chunks, case.forget_bias)
+    exact = chunked_reference_and_bound(*args, "float64", case.chunks, case.forget_bias)
+    return [(_read_only(values), _read_only(pair_bound(bound, exact_bound)))
+            for (values, bound), (_, exact_bound) in zip(computed, exact)]
 
 
 def _read_only(arrays: dict) -> dict:
@@ -183,5 +251,5 @@ def steps_for(adapter, steps: int) -> int:
     return min(steps, adapter.max_steps or steps)
 
 
-__all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "factors", "mutation_cases", "pair_cases",
-           "steps_for"]
+__all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "chunked_cases", "factors",
+           "mutation_cases", "padded_cases", "pair_cases", "steps_for"]

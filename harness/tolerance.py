@@ -100,6 +100,10 @@ class Approx:
         return np.abs(self.value) + self.error
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    @property
     def T(self) -> "Approx":
         return Approx(self.value.T, self.error.T)
 
@@ -108,9 +112,13 @@ class Approx:
         return Approx(self.value[index], self.error[index])
 
     @staticmethod
-    def concatenate(parts) -> "Approx":
-        return Approx(np.concatenate([p.value for p in parts], axis=-1),
-                      np.concatenate([p.error for p in parts], axis=-1))
+    def concatenate(parts, axis=-1) -> "Approx":
+        return Approx(np.concatenate([p.value for p in parts], axis=axis),
+                      np.concatenate([p.error for p in parts], axis=axis))
+
+    def zeros_like(self) -> "Approx":
+        """An exact zero: what a padded step reports (``reference.stack.drive``)."""
+        return exact(np.zeros_like(self.value))
 
     @staticmethod
     def stack(parts) -> "Approx":
@@ -218,14 +226,45 @@ def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, s
     return {key: Approx.stack(values) for key, values in trace.items()}
 
 
-def reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0):
+def reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0, padding=None,
+                        padded_output: str = "zeros"):
     """The exact results of ``reference.stack.run_stack`` (in float64, from the exact data) and
-    bounds on |computed in ``dtype`` - exact|, as two dicts with the same keys."""
-    stack = StackParams.of(stack)
-    xs = exact(xs)
-    state = None if state is None else {key: exact(value) for key, value in state.items()}
-    approx = drive(stack, xs, state, partial(_bound_sequence, dtype, forget_bias))
+    bounds on |computed in ``dtype`` - exact|, as two dicts with the same keys.
+
+    ``state`` may hold ``Approx`` values: a state computed earlier, with its own bound (a chunked
+    run, ``chunked_reference_and_bound``)."""
+    approx = _approx_results(stack, xs, state, dtype, forget_bias, padding, padded_output)
     return {k: a.value for k, a in approx.items()}, {k: a.error for k, a in approx.items()}
+
+
+def _approx_results(stack, xs, state, dtype, forget_bias, padding=None, padded_output="zeros") -> dict:
+    stack = StackParams.of(stack)
+    state = None if state is None else {key: v if isinstance(v, Approx) else exact(v) for key, v in state.items()}
+    return drive(stack, exact(xs), state, partial(_bound_sequence, dtype, forget_bias), padding, padded_output)
+
+
+def chunked_reference_and_bound(stack, xs, state, dtype: str, sizes, forget_bias: float = 0.0):
+    """A sequence run in chunks of ``sizes`` steps, each from the final state of the one before:
+    per chunk, the exact results and their bounds (``reference_and_bound``'s pair).
+
+    A call boundary adds no rounding: the state handed to the next call is the computed state
+    itself, in the same dtype, so the next call continues the same recurrence with the same
+    error carried in, and each chunk's bound is the whole run's bound over those steps (the
+    reference tests check both, bitwise). A unidirectional stack only: a backward direction
+    needs the whole sequence."""
+    stack = StackParams.of(stack)
+    if stack.bidirectional:
+        raise ValueError("chunks: a bidirectional layer cannot run a sequence in chunks (its backward "
+                         "direction starts from the end of the whole sequence)")
+    if sum(sizes) != np.shape(xs)[0] or min(sizes) < 1:
+        raise ValueError(f"chunks: expected sizes of at least 1 step adding up to T={np.shape(xs)[0]}, got {list(sizes)}")
+    chunks, start = [], 0
+    for size in sizes:
+        approx = _approx_results(stack, xs[start:start + size], state, dtype, forget_bias)
+        chunks.append(({k: a.value for k, a in approx.items()}, {k: a.error for k, a in approx.items()}))
+        state = {key: approx[f"{key}_n"] for key in ("h", "c") if f"{key}_n" in approx}
+        start += size
+    return chunks
 
 
 def pair_bound(bound_a, bound_b):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reference.cells import sequence, state_keys
+from reference.padding import PADDED_OUTPUTS, Padding
 from reference.params import CellParams
 
 DIRECTIONS = ("forward", "backward")
@@ -114,36 +115,53 @@ class StackParams:
         return cls(layers)
 
 
-def _concatenate(parts):
-    return type(parts[0]).concatenate(parts) if hasattr(parts[0], "concatenate") else np.concatenate(parts, axis=-1)
+def _concatenate(parts, axis=-1):
+    return type(parts[0]).concatenate(parts, axis) if hasattr(parts[0], "concatenate") else np.concatenate(parts, axis)
 
 
 def _stack(parts):
     return type(parts[0]).stack(parts) if hasattr(parts[0], "stack") else np.stack(parts)
 
 
-def drive(stack: StackParams, xs, state, run_sequence) -> dict:
+def _zeros_like(value):
+    return value.zeros_like() if hasattr(value, "zeros_like") else np.zeros_like(value)
+
+
+def drive(stack: StackParams, xs, state, run_sequence, padding: Padding | None = None,
+          padded_output: str = "zeros") -> dict:
     """Run every layer and direction of ``stack`` over ``xs`` (T, batch, I).
 
     ``state``: {"h": (L*D, batch, H), "c": ...} or None (zeros); ``run_sequence(params, xs, state)``
     runs one direction forward from a {"h": (batch, H), ...} state (or None) and returns
-    {"h": (T, batch, H), ...}. Returns the layer's canonical results:
+    {"h": (T, batch, H), ...}. ``padding``: the real steps of each element (``reference.padding``),
+    and ``padded_output`` what a padded step reports; None: every element runs all T steps. A pair
+    (forward, backward) pads the directions apart (how the tests build a backward direction that
+    wrongly starts at the padded end).
+    Returns the layer's canonical results:
 
         output    (T, batch, D*H)  the top layer's h_t, directions concatenated
         h_n       (L*D, batch, H)  every layer's and direction's final h
         c_n, c_output              the same for c (LSTM)
     """
+    if padded_output not in PADDED_OUTPUTS:
+        raise ValueError(f"padded_output: expected one of {PADDED_OUTPUTS}, got {padded_output!r}")
     D = stack.num_directions
     layer_input, finals, top = xs, {key: [] for key in state_keys(stack.family)}, {}
     for k, layer in enumerate(stack.layers):
         traces = []
         for d, params in enumerate(layer):
-            order = slice(None) if d == 0 else slice(None, None, -1)  # backward: read reversed, report in order
             initial = None if state is None else {key: value[k * D + d] for key, value in state.items()}
-            trace = {key: value[order] for key, value in run_sequence(params, layer_input[order], initial).items()}
+            padded = padding[d] if isinstance(padding, tuple) else padding
+            if padded is None:
+                order = slice(None) if d == 0 else slice(None, None, -1)  # backward: read reversed, report in order
+                trace = {key: value[order] for key, value in run_sequence(params, layer_input[order], initial).items()}
+                final = {key: value[-1] if d == 0 else value[0] for key, value in trace.items()}
+            else:
+                trace, final = _padded_direction(params, layer_input, initial, run_sequence, padded, d == 1,
+                                                 padded_output)
             traces.append(trace)
-            for key, value in trace.items():
-                finals[key].append(value[-1] if d == 0 else value[0])
+            for key, value in final.items():
+                finals[key].append(value)
         top = {key: _concatenate([trace[key] for trace in traces]) for key in traces[0]}
         layer_input = top["h"]
     result = {"output": top["h"], "h_n": _stack(finals["h"])}
@@ -152,7 +170,33 @@ def drive(stack: StackParams, xs, state, run_sequence) -> dict:
     return result
 
 
-def run_stack(stack, xs, state=None) -> dict:
+def _padded_direction(params, xs, initial, run_sequence, padding: Padding, backward: bool, padded_output: str):
+    """One direction over a padded batch: each element runs over its own real steps only (read in
+    reverse for the backward direction, from its own last real step), and its results go back to
+    their time positions. A padded position gets zeros, or under "repeat" the last real step's
+    result in reading order (zeros before the first). The final state is the state after the
+    element's last real step. A padded step computes nothing, so it adds no rounding: the same
+    code carries the error bounds (``harness.tolerance``)."""
+    steps = xs.shape[0]
+    reading_order = np.arange(steps)[::-1] if backward else np.arange(steps)
+    traces, finals = {}, {}
+    for b in range(xs.shape[1]):
+        real = padding.real_steps(b, steps)
+        start = None if initial is None else {key: value[b:b + 1] for key, value in initial.items()}
+        run = run_sequence(params, xs[real[::-1] if backward else real, b:b + 1], start)
+        is_real = np.isin(reading_order, real)
+        read = np.cumsum(is_real)  # real steps read so far, at each position in reading order
+        row = np.where(is_real | (padded_output == "repeat"), read, 0)  # row 0 of the table: zeros
+        row_in_time_order = row[np.argsort(reading_order)]
+        for key, values in run.items():
+            table = _concatenate([_zeros_like(values[:1]), values], axis=0)
+            traces.setdefault(key, []).append(table[row_in_time_order])
+            finals.setdefault(key, []).append(values[-1])
+    return ({key: _concatenate(parts, axis=1) for key, parts in traces.items()},
+            {key: _concatenate(parts, axis=0) for key, parts in finals.items()})
+
+
+def run_stack(stack, xs, state=None, padding: Padding | None = None, padded_output: str = "zeros") -> dict:
     """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over ``reference.cells``."""
     stack = StackParams.of(stack)
     xs = np.asarray(xs)
@@ -167,4 +211,7 @@ def run_stack(stack, xs, state=None) -> dict:
             if np.shape(value) != expected:
                 raise ValueError(f"{key}0: expected shape (num_layers*num_directions, batch, H) = {expected}, "
                                  f"got {np.shape(value)}")
-    return drive(stack, xs, state, sequence)
+    for padded in padding if isinstance(padding, tuple) else (padding,):
+        if padded is not None:
+            padded.check(xs.shape[0], xs.shape[1])
+    return drive(stack, xs, state, sequence, padding, padded_output)
