@@ -17,7 +17,7 @@ from pathlib import Path
 from frameworks import adapter_class
 from frameworks.base import distribution_version
 
-SCHEMA_VERSION = 3  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases
+SCHEMA_VERSION = 4  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked
 
 
 def cpu_name() -> str:
@@ -52,6 +52,7 @@ def build(summary, names) -> dict:
         "known_issue_max_error": row.known_max_error if row.known_worst_ratio is not None else None,
         "bitwise_integer_case": None if not row.exact else all(row.exact),
         "mutations_caught": row.mutations_caught, "mutations": row.mutations,
+        "padded": row.padded.as_dict(), "chunked": row.chunked.as_dict(),
         "known_issues": sorted(row.known_issues), "failed_tests": _failed(row), "verdict": row.verdict,
     } for _, row in sorted(summary.systems.items())]
     pairs = [{"anchor": anchor(row.system, row.dtype), "pair": row.system, "dtype": row.dtype, "cases": row.cases,
@@ -73,6 +74,10 @@ def build(summary, names) -> dict:
     }
 
 
+def _runs(runs: dict) -> str:
+    return f"{runs['worst_ratio']:.3f} ({runs['cases']})" if runs["cases"] else "-"
+
+
 def _failed(row) -> list:
     return [{"test": test, "message": message} for test, message in row.failed_tests]
 
@@ -92,9 +97,11 @@ def markdown(report: dict) -> str:
         "error as a fraction of the rounding-error bound of harness/tolerance.py (equivalent when <= 1).", "",
         "Cases an upstream bug breaks are run and measured too (strict expected failures): their count is "
         "`known`, and their worst ratio is shown, marked `*`, where no other case of the row was measured.", "",
-        "| system | dtype | family | cell | versions | cases | known | max err | err/bound | bitwise (int case) "
-        "| wrong mappings caught | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "`padded` and `chunked`: the worst err/bound (and the number of cases) on padded batches of mixed "
+        "lengths, and on sequences run in several calls with the state carried; `-` where the system has none.", "",
+        "| system | dtype | family | cell | versions | cases | known | max err | err/bound | padded | chunked "
+        "| bitwise (int case) | wrong mappings caught | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report["systems"]:
         bitwise = "-" if s["bitwise_integer_case"] is None else ("yes" if s["bitwise_integer_case"] else "NO")
@@ -105,7 +112,7 @@ def markdown(report: dict) -> str:
             error = "-" if s["known_issue_max_error"] is None else f"{s['known_issue_max_error']:.2e}*"
         lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['family']} | {s['cell']} "
                      f"| {s['versions']} | {s['cases']} | {s['known_issue_cases']} | {error} | {ratio} "
-                     f"| {bitwise} | {caught} | {s['verdict']} |")
+                     f"| {_runs(s['padded'])} | {_runs(s['chunked'])} | {bitwise} | {caught} | {s['verdict']} |")
     if report["non_equivalences"]:
         lines += ["", "## Proved non-equivalences", "", "| system | against | max difference | difference/bound | why |",
                   "|---|---|---|---|---|"]

@@ -13,11 +13,37 @@ PROPERTY = "rnn_equivalence"
 
 # Record kinds:
 #   reference  a framework vs the float64 NumPy reference, within the error bound?
+#   padded     the same on a padded batch of mixed lengths (reference.padding)
+#   chunked    a sequence run in several calls, state carried, vs the whole run's reference
 #   pair       two frameworks vs each other, within the sum of their bounds?
 #   exact      small-integer case: bitwise equal to the reference?
 #   mutation   a deliberately wrong mapping: did the comparison catch it?
 #   known      a case the adapter knows an upstream bug breaks (a strict xfail)
 #   failure    a test of this system failed (an error in the adapter, a bound exceeded, ...)
+
+
+@dataclass
+class Runs:
+    """The comparisons of one kind of run (padded batches, chunked runs) of a system."""
+
+    cases: int = 0
+    worst_ratio: float = 0.0
+    max_error: float = 0.0
+
+    def add(self, record: dict) -> None:
+        self.cases += 1
+        self.worst_ratio = max(self.worst_ratio, record["ratio"])
+        self.max_error = max(self.max_error, record["max_error"])
+
+    @property
+    def text(self) -> str:
+        return f"{self.worst_ratio:.3f}" if self.cases else "-"
+
+    def as_dict(self) -> dict:
+        return {"cases": self.cases, "max_error": self.max_error, "worst_ratio": self.worst_ratio}
+
+
+RUN_KINDS = ("padded", "chunked")
 
 
 @dataclass
@@ -38,6 +64,8 @@ class Row:
     known_worst_ratio: float | None = None  # their worst measured ratio (None: they raise instead)
     known_max_error: float = 0.0
     failed_tests: list = field(default_factory=list)  # (test id, last line of its error)
+    padded: Runs = field(default_factory=Runs)
+    chunked: Runs = field(default_factory=Runs)
 
     def add(self, record: dict) -> None:
         self.cell = record.get("cell") or self.cell
@@ -49,13 +77,15 @@ class Row:
         elif kind == "known":  # a strict expected failure: an upstream bug, listed below the table
             self.known_issues.add(record["known_issue"])
             self.known_cases += 1
-        elif kind in ("reference", "pair") and record.get("known"):
+        elif kind in ("reference", "pair", *RUN_KINDS) and record.get("known"):
             self.known_worst_ratio = max(self.known_worst_ratio or 0.0, record["ratio"])
             self.known_max_error = max(self.known_max_error, record["max_error"])
         elif kind in ("reference", "pair"):
             self.cases += 1
             self.worst_ratio = max(self.worst_ratio, record["ratio"])
             self.max_error = max(self.max_error, record["max_error"])
+        elif kind in RUN_KINDS:
+            getattr(self, kind).add(record)
         elif kind == "exact":
             self.exact.append(record["equal"])
         elif kind == "mutation":
@@ -64,7 +94,7 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        if self.worst_ratio > 1 or not all(self.exact):
+        if max(self.worst_ratio, self.padded.worst_ratio, self.chunked.worst_ratio) > 1 or not all(self.exact):
             return "NOT equivalent"
         if self.failed_tests:  # failed without a measured difference: an error, not a finding
             return f"FAILED: {len(self.failed_tests)} test(s)"
@@ -72,7 +102,7 @@ class Row:
             return "NOT equivalent where noted below"
         if self.mutations_caught < self.mutations:
             return "UNPROVEN: a wrong mapping passed"
-        if self.cases == 0:
+        if self.cases + self.padded.cases + self.chunked.cases == 0:
             return "not compared"
         return "equivalent"
 
@@ -148,10 +178,13 @@ class Summary:
             row.family = row.family or twin.family
         _wrap(write_line, f"Depth {self.depth}, seed {self.seed}. Each case compares every output (h, and c for an "
                           "LSTM) with the float64 NumPy reference; 'err/bound' is the largest error as a fraction "
-                          "of the bound derived in harness/tolerance.py (equivalent when <= 1).")
+                          "of the bound derived in harness/tolerance.py (equivalent when <= 1); 'padded' and "
+                          "'chunked' are the same on padded batches of mixed lengths and on sequences run in "
+                          "several calls with the state carried ('-': the system has none).")
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
         _wrap(write_line, "Versions: " + ", ".join(versions) + ". Each system's cell or layer: the report file.")
-        header = ("system", "dtype", "cases", "max|err|", "err/bound", "bitwise", "caught", "verdict")
+        header = ("system", "dtype", "cases", "max|err|", "err/bound", "padded", "chunked", "bitwise", "caught",
+                  "verdict")
         for family in sorted({row.family for row in self.systems.values()}, key=_family_order):
             write_line("")
             kind = (family.split() or [""])[0]
@@ -161,7 +194,7 @@ class Summary:
                 if row.family != family:
                     continue
                 rows.append((row.system, row.dtype, str(row.cases + row.known_cases), row.error_text,
-                             row.ratio_text, ("yes" if all(row.exact) else "NO") if row.exact else "-",
+                             row.ratio_text, row.padded.text, row.chunked.text, ("yes" if all(row.exact) else "NO") if row.exact else "-",
                              f"{row.mutations_caught}/{row.mutations}" if row.mutations else "-", row.verdict))
             _table(rows, write_line)
         if any(row.known_cases for row in self.systems.values()):

@@ -8,6 +8,7 @@ import pytest
 
 from frameworks.base import LayerConfig
 from harness.cases import Case
+from reference.padding import Padding
 
 
 def rnn_case(config):
@@ -31,3 +32,23 @@ def test_onnx_reference_evaluator_refuses_activations_it_lacks(adapter, missing,
     case = rnn_case(config).with_(activation=missing)
     with pytest.raises(Exception, match=r"Unknown activation function"):
         adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), config)
+
+
+@pytest.mark.applies_to(lambda cls: cls.name == "torch-rnn")
+def test_pytorch_refuses_zero_lengths_and_unsorted_lengths_when_sorting_is_enforced(adapter):
+    """PyTorch packs only non-empty sequences, and by default (enforce_sorted=True) only lengths
+    sorted longest first: both are refused by pack_padded_sequence itself, not answered wrongly.
+    (The suite refuses zero lengths for every system, since frameworks disagree on them.)"""
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    xs = torch.zeros(4, 2, 3)
+    with pytest.raises(RuntimeError, match=r"Length of all samples has to be greater than 0"):
+        pack_padded_sequence(xs, torch.tensor([4, 0]), enforce_sorted=False)
+    with pytest.raises(RuntimeError, match=r"`lengths` array must be sorted in decreasing order when `enforce_sorted` is True"):
+        pack_padded_sequence(xs, torch.tensor([2, 4]))
+    sorted_config = next(c for c in adapter.padded_configs if c.option("enforce_sorted"))
+    case = rnn_case(sorted_config).with_(batch=2, steps=4)
+    with pytest.raises(RuntimeError, match=r"must be sorted in decreasing order"):
+        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), sorted_config,
+                    Padding((2, 4)))

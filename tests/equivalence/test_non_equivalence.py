@@ -10,9 +10,11 @@ import pytest
 from packaging.version import Version
 
 from frameworks.base import distribution_version
-from harness.cases import Case, cases_for
-from harness.compare import compare
+from harness.cases import Case, cases_for, padded_cases
+from harness.compare import compare, compare_outputs
 from harness.tolerance import pair_bound
+from reference.padding import Padding
+from reference.stack import run_stack
 
 ORDERS_OF_MAGNITUDE = 100  # "not equivalent": the difference exceeds the bound at least this many times
 
@@ -89,3 +91,47 @@ def test_exported_gru_carries_linear_before_reset_1(adapter, request):
     assert all(flag == 1 for flag in adapter.gru_operators()), adapter.gru_operators()
     if not adapter.dynamo:
         assert adapter.gru_operators(), "the legacy exporter is expected to emit the ONNX GRU operator"
+
+
+# --- padded batches -----------------------------------------------------------------------------
+def padded_difference(record, adapter, case, actual, expected_results, other, reason):
+    """The system's outputs against another function's results on the same padded batch."""
+    dtype = "float32"
+    expected = adapter.arrange(expected_results, case.config)
+    bound = adapter.arrange(case.bound_vs_reference(dtype), case.config)
+    comparison = compare_outputs(actual, expected, bound, f"{adapter.describe()} vs {other}, {case.describe(dtype)}")
+    record("nonequivalence", adapter, other=other, dtype=dtype, reason=reason, **comparison.as_record())
+    assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()
+
+
+@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and not cls.padded_known_issue)
+def test_padded_step_conventions_differ(adapter, record):
+    """Zeros against the last real output on padded steps (PyTorch, ONNX, Keras Bidirectional
+    against a plain Keras layer with a mask): the same real steps and final states, another output
+    on every padded step. Each system is held to its own convention; here, the other one is shown
+    to be far outside its bound."""
+    case = padded_cases(adapter, "quick")[0]
+    mine = case.padded_output
+    other = "repeat" if mine == "zeros" else "zeros"
+    actual = adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config,
+                         case.padding)
+    theirs = run_stack(case.stack(), case._read(case.inputs()), case.state(), case.padding, other)
+    padded_difference(record, adapter, case, actual, theirs, f"padded steps reporting {other}",
+                      f"{adapter.name} reports {mine} on padded steps, not {other}: outputs differ on every "
+                      "padded step (real steps and final states agree)")
+
+
+@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and "pre" not in cls.padding_sides
+                        and not cls.padded_known_issue)
+def test_pre_padded_batch_where_post_padding_is_assumed(adapter, record):
+    """Lengths say how many steps are real, not where: a framework that takes lengths runs each
+    element over its first steps, so a pre-padded batch runs over its padding and stops before its
+    last real steps (the adapter refuses pre-padding for this reason; run_native here bypasses it)."""
+    case = padded_cases(adapter, "quick")[0]
+    pre = case.with_(padding=Padding(case.padding.lengths, "pre"))
+    native = adapter.to_native(case.stack("float32"), case.config)
+    actual = adapter.run_native(native, pre.inputs("float32"), pre.state("float32"), pre.config,
+                                pre.stack().activation, padding=case.padding)
+    padded_difference(record, adapter, pre, actual, pre.reference(), "the pre-padded batch's reference",
+                      f"{adapter.name} takes lengths and assumes post-padding: a pre-padded batch runs over its "
+                      "padding instead of its last real steps")

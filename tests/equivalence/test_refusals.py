@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from harness.cases import Case, case_of
+from harness.cases import Case, case_of, padded_cases
+from reference.padding import Padding
 
 
 def case_with_state(adapter) -> Case:
@@ -109,3 +110,42 @@ def test_parameters_of_another_cell_are_refused(adapter):
     wrong = case.with_(activation="", **{"variant": "", **other})
     with pytest.raises(ValueError, match=rf"computes a {adapter.family}.* cell; got parameters of a "):
         adapter.run(wrong.stack("float32"), case.inputs("float32"), None, case.config)
+
+
+# --- padded batches ---------------------------------------------------------------------------
+def padded_case(adapter):
+    return padded_cases(adapter, "quick")[0]
+
+
+def run_with_lengths(adapter, case, padding):
+    return adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config, padding)
+
+
+@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs))
+@pytest.mark.parametrize("lengths, why", [
+    ((5, 10, 1, 7), "longer than T"), ((5, 9, 0, 7), "zero"), ((5, 9, -1, 7), "negative"), ((5, 9, 1), "too few")])
+def test_bad_lengths_are_refused_in_the_frameworks_name(adapter, lengths, why):
+    """A zero length is refused too, although some frameworks take it: they disagree on what it
+    means (PyTorch refuses it; see the limitation tests)."""
+    case = padded_case(adapter)
+    expected = (rf"{re.escape(adapter.cell)}: {adapter.lengths_name}: expected "
+                + (r"one length per batch element \(4" if why == "too few" else r"every length in 1..T = 1..9"))
+    with pytest.raises(ValueError, match=expected):
+        run_with_lengths(adapter, case, Padding(lengths, case.padding.side))
+
+
+@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and "pre" not in cls.padding_sides)
+def test_pre_padding_is_refused_where_the_framework_assumes_post_padding(adapter):
+    """Lengths alone cannot say where the padding is; a framework that takes lengths reads each
+    element's first steps, so a pre-padded batch would silently run on its padding."""
+    case = padded_case(adapter)
+    with pytest.raises(ValueError, match=rf"{adapter.lengths_name}: expected padding on the side\(s\) \('post',\), "
+                                         r"got 'pre'-padding"):
+        run_with_lengths(adapter, case, Padding(case.padding.lengths, "pre"))
+
+
+@pytest.mark.applies_to(lambda cls: not cls.padded_configs)
+def test_a_system_without_lengths_refuses_a_padded_batch(adapter):
+    case = case_with_state(adapter)
+    with pytest.raises(ValueError, match=r"padded batches are not supported by this system"):
+        run_with_lengths(adapter, case, Padding((case.steps,) * case.batch))
