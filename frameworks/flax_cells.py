@@ -213,6 +213,15 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
     )
     mutation_config = LayerConfig(1, True, options=(("return_carry", True),))
     layout_config = LayerConfig(1, True)  # nnx.Bidirectional: both directions' weights
+    # seq_lengths (post-padding only: the reverse direction flips each element within its own
+    # length, flip_sequences); the carry sliced at each length needs return_carry. Chunked: the
+    # carry returned fed back as initial_carry.
+    lengths_name = "seq_lengths"
+    padded_configs = (
+        LayerConfig(1, False, options=(("return_carry", True), ("time_major", True))),
+        LayerConfig(1, True, options=(("return_carry", True),)),
+    )
+    chunked_configs = (LayerConfig(1, False, options=(("return_carry", True),)),)
     mutations = {
         "forward.dense_h.kernel not transposed": transposed("forward.dense_h.kernel"),
         "forward and backward swapped": swapped_names("forward.", "backward.", where="prefix"),
@@ -249,14 +258,20 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
                 arranged[f"carry {DIRECTIONS[d]}"] = result["h_n"][d]
         return arranged
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+    def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        """The carry ``return_carry=True`` returned, one per direction, as the next call's
+        ``initial_carry``."""
+        return {"h": np.stack([outputs[f"carry {DIRECTIONS[d]}"] for d in range(config.num_directions)])}
+
+    def flax_call(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
+        """``nnx.RNN`` (or ``nnx.Bidirectional``) on the native weights, called as ``config`` asks,
+        ``seq_lengths`` from ``padding``: what Flax returns, (carry, outputs) or outputs, unmasked."""
         jnp, nnx = self.jnp, self.nnx
         dtype, H = self.check_call(native, xs, state, config, g)
         cells = [self._nnx_cell(nnx.SimpleCell, native, self.tag(0, d), xs.shape[2], H, dtype,
                                 activation_fn=self._activation(g)) for d in range(config.num_directions)]
         time_major = bool(config.option("time_major"))
         inputs = jnp.asarray(xs if time_major else xs.transpose(1, 0, 2))
-        return_carry = bool(config.option("return_carry"))
         initial = None if state is None else tuple(jnp.asarray(h) for h in state["h"])
         if config.bidirectional:
             layer = nnx.Bidirectional(nnx.RNN(cells[0]), nnx.RNN(cells[1], reverse=True, keep_order=True),
@@ -265,13 +280,26 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
             layer = nnx.RNN(cells[0], time_major=time_major, reverse=bool(config.option("reverse")),
                             keep_order=bool(config.option("keep_order")))
             initial = None if initial is None else initial[0]
-        result = layer(inputs, initial_carry=initial, return_carry=return_carry)
-        if not return_carry:
-            return {"outputs": np.asarray(result)}
-        carry, outputs = result
-        carries = carry if config.bidirectional else (carry,)
-        return {"outputs": np.asarray(outputs),
-                **{f"carry {DIRECTIONS[d]}": np.asarray(c) for d, c in enumerate(carries)}}
+        seq_lengths = None if padding is None else jnp.asarray(padding.lengths)
+        return layer(inputs, initial_carry=initial, seq_lengths=seq_lengths,
+                     return_carry=bool(config.option("return_carry")))
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        """A padded batch's padded steps zeroed with its mask: Flax leaves them as the cell computed
+        them, run on over the padding ("The output elements corresponding to padding elements are NOT
+        zeroed out", flax.linen.RNN's docstring; nnx.RNN is the same code), and its users mask them.
+        tests/equivalence/test_padded_flax_tf1.py holds what Flax reports there."""
+        result = self.flax_call(native, xs, state, config, g, padding)
+        if config.option("return_carry"):
+            carry, outputs = result
+            carries = carry if config.bidirectional else (carry,)
+        else:
+            carries, outputs = (), result
+        outputs = np.asarray(outputs)
+        if padding is not None:
+            mask = padding.mask(xs.shape[0])  # (T, batch)
+            outputs = np.where((mask if config.option("time_major") else mask.T)[..., None], outputs, 0)
+        return {"outputs": outputs, **{f"carry {DIRECTIONS[d]}": np.asarray(c) for d, c in enumerate(carries)}}
 
 
 # --- gated cells ------------------------------------------------------------------

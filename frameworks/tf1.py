@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from frameworks.base import (
-    Adapter, Native, NativeSpec, gates_text, import_framework, reorder_gates,
+    Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates,
     scaled, swapped_gates,
 )
 from reference.cells import state_keys
@@ -71,22 +71,78 @@ class TF1Cell(Adapter):
         _, variables = self._build(input_size, hidden_size, self.activations[0], "float32")
         return {name: tuple(v.shape) for name, v in variables.items()}
 
-    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
-        tf = self.tf
-        dtype, H = self.check_call(native, xs, state, config, g)
-        cell, variables = self._build(xs.shape[2], H, g, dtype.name)
+    def _loaded(self, native: Native, input_size: int, hidden_size: int, g: str, dtype: str):
+        """A cell holding the native weights."""
+        cell, variables = self._build(input_size, hidden_size, g, dtype)
         for name, value in native.items():
             variables[name].assign(value)
-        start = {key: tf.constant(value) for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
+        return cell
+
+    def _cell_state(self, state, batch: int, hidden_size: int, dtype):
+        """The cell's state from a canonical one: a tensor, or an LSTM's ``LSTMStateTuple(c, h)``."""
+        start = {key: self.tf.constant(value) for key, value in self.cell_state(state, batch, hidden_size, dtype).items()}
+        return self.legacy_cells.LSTMStateTuple(start["c"], start["h"]) if self.family == "lstm" else start["h"]
+
+    def run_native(self, native: Native, xs, state, config, g: str, padding=None) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        cell = self._loaded(native, xs.shape[2], H, g, dtype.name)
+        if config.option("runner") == "dynamic_rnn":
+            return self._dynamic_rnn(cell, xs, state, config, H, padding)
+        if padding is not None:
+            raise ValueError(f"{self.cell}: a padded batch runs through tf.compat.v1.nn.dynamic_rnn("
+                             f"sequence_length=...), configuration ('runner', 'dynamic_rnn'); configuration "
+                             f"{config} unrolls the cell step by step, over every step")
         lstm = self.family == "lstm"
-        carry = self.legacy_cells.LSTMStateTuple(start["c"], start["h"]) if lstm else start["h"]
+        carry = self._cell_state(state, xs.shape[1], H, dtype)
         trace = {key: [] for key in state_keys(self.family)}
-        for x in tf.unstack(tf.constant(xs)):
+        for x in self.tf.unstack(self.tf.constant(xs)):
             h, carry = cell(x, carry)
             trace["h"].append(h.numpy())
             if lstm:
                 trace["c"].append(carry.c.numpy())
         return {key: np.stack(values) for key, values in trace.items()}
+
+    # --- tf.compat.v1.nn.dynamic_rnn: padded batches (sequence_length) and chunked runs ---
+    # It runs eagerly under TF 2.21 (its while_loop steps in Python), zeroes the outputs past each
+    # element's length and copies its state through (rnn._rnn_step): the reference's "zeros".
+    # Post-padding only: sequence_length counts each element's first steps.
+    lengths_name = "sequence_length"
+    padded_configs = (
+        LayerConfig(options=(("runner", "dynamic_rnn"), ("time_major", True))),
+        LayerConfig(initial_state=False, options=(("runner", "dynamic_rnn"), ("time_major", False))),
+    )
+    chunked_configs = (LayerConfig(options=(("runner", "dynamic_rnn"), ("time_major", True))),)
+
+    def _dynamic_rnn(self, cell, xs, state, config, H: int, padding) -> dict:
+        """The cell through ``dynamic_rnn``: its outputs, and its final state by ``state_names``
+        ("state", or an LSTM's "state.c" and "state.h"), as ``arrange`` shapes them."""
+        tf = self.tf
+        time_major = bool(config.option("time_major"))
+        initial = None if state is None else self._cell_state(state, xs.shape[1], H, xs.dtype)
+        outputs, final = tf.compat.v1.nn.dynamic_rnn(
+            cell, tf.constant(xs if time_major else xs.transpose(1, 0, 2)), initial_state=initial,
+            dtype=getattr(tf, xs.dtype.name), time_major=time_major,
+            sequence_length=None if padding is None else tf.constant(padding.lengths, tf.int32))
+        result = {"outputs": outputs.numpy()}
+        for key in state_keys(self.family):
+            value = final if self.family != "lstm" else getattr(final, key)
+            result[self.state_names[key]] = value.numpy()
+        return result
+
+    def arrange(self, result: dict, config) -> dict:
+        """Through ``dynamic_rnn``: its outputs in its layout and its final state (an LSTM's
+        ``LSTMStateTuple(c, h)`` as state.c, state.h); unrolled here: every state over time."""
+        if config.option("runner") != "dynamic_rnn":
+            return super().arrange(result, config)
+        outputs = result["output"]
+        arranged = {"outputs": outputs if config.option("time_major") else outputs.transpose(1, 0, 2)}
+        for key in state_keys(self.family):
+            arranged[self.state_names[key]] = result[f"{key}_n"][0]
+        return arranged
+
+    def returned_state(self, outputs: dict, config) -> dict[str, np.ndarray]:
+        """``dynamic_rnn``'s final state (the tuple's c and h), as the next call's ``initial_state``."""
+        return {key: outputs[self.state_names[key]][None] for key in state_keys(self.family)}
 
 
 # --- BasicRNNCell and the LSTMs: one kernel, one bias -----------------------------

@@ -148,7 +148,8 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
 def pair_cases(anchor, other, depth: str = "default", seed: int = 0) -> list[Case]:
     """Two cells against each other: the other system's long-sequence cases (which its reference test
     ran too, so an exported model is reused), one per activation both support; every one at full depth."""
-    cases = [c for c in cases_for(other, depth, seed) if c.steps > 1 and c.activation in anchor.activations]
+    cases = [c.with_(zero_b_hn=c.zero_b_hn or anchor.zero_b_hn)  # b_hn = 0 where either cannot hold it
+             for c in cases_for(other, depth, seed) if c.steps > 1 and c.activation in anchor.activations]
     if depth == "full":
         return cases
     return list({c.activation: c for c in reversed(cases)}.values())[::-1]

@@ -50,6 +50,16 @@ carries values and bounds through layers and directions exactly as it carries
 the reference. The inputs and weights are exact float32 values
 (``CellParams.random``), so no rounding of the data enters.
 
+Padded batches and chunked runs add nothing to the model. A padded step computes
+nothing: the state passes through it unchanged (no rounding), and what the step
+reports is either an exact zero (bound 0) or a copy of a real step's result (that
+step's bound); so each element's bound is the bound of its real steps run alone,
+which ``drive`` computes by running them alone (tests/reference/test_padding.py
+checks both bitwise). A chunked run hands the next call the computed state itself,
+in the same dtype: the next call continues the same recurrence with the same error
+carried in (``chunked_reference_and_bound`` passes the ``Approx`` state on), so
+each chunk's bound is the whole run's over the same steps.
+
 The bound is a worst case; typical errors grow like sqrt(n) u, not n u, so
 measured ratios of 0.01 to 0.1 are normal. What matters is that a wrong weight
 mapping changes h by O(0.1 to 1), four or more orders of magnitude above any

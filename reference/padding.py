@@ -13,11 +13,16 @@ steps of the suite's inputs hold random values, not zeros, so a system that read
 
 Where the frameworks differ is the output they report on a padded step (``PADDED_OUTPUTS``):
 
-- "zeros": PyTorch's ``pad_packed_sequence``, the ONNX ``Y`` output, Flax ``nnx.RNN``, Keras with
-  ``zero_output_for_mask=True`` (which ``Bidirectional`` forces when it returns sequences);
+- "zeros": PyTorch's ``pad_packed_sequence``, the ONNX ``Y`` output, TF1's ``dynamic_rnn``, Keras
+  with ``zero_output_for_mask=True`` (which ``Bidirectional`` forces when it returns sequences);
 - "repeat": a Keras RNN layer with a mask, by default: the last real step's output, taken in the
   order the layer reads (so zeros before the first real step it reads: a backward direction on a
   post-padded row, or a forward one on a pre-padded row, starts with zeros).
+
+Flax's ``nnx.RNN`` with ``seq_lengths`` has neither: it runs the cell on over the padding and
+reports that ("The output elements corresponding to padding elements are NOT zeroed out",
+flax/linen/recurrent.py); its adapter zeroes them, as its users must
+(tests/equivalence/test_padded_flax_tf1.py proves what Flax reports there).
 """
 
 from __future__ import annotations
