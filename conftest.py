@@ -183,8 +183,8 @@ def pytest_generate_tests(metafunc):
         combos = []
         for cls in applicable(metafunc, names):
             known = dict(cls.known_issues) if marker and scope in cls.known_issue_scopes else {}
-            if marker and make_cases is padded_cases and cls.padded_known_issue:
-                known.update({(g, d): cls.padded_known_issue for g in cls.activations for d in cls.dtypes})
+            if marker and make_cases is padded_cases:
+                known.update(cls.padded_known_issues)
             # A case carries its activation; without cases, ``g`` runs over the system's activations.
             cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
             # What an upstream bug breaks is shown on the quick design (every level once), short of

@@ -119,7 +119,9 @@ class Adapter:
     padded_configs: tuple[LayerConfig, ...] = ()
     padding_sides: tuple[str, ...] = ("post",)
     lengths_name: str = "lengths"
-    padded_known_issue: str = ""  # why the system is known to get padded batches wrong, with the report
+    # (activation, dtype) -> reason: where the system is known to get padded batches wrong (upstream),
+    # run as strict expected failures like ``known_issues``.
+    padded_known_issues: dict[tuple[str, str], str] = {}
     # Chunked runs: configurations in which a sequence is run in several calls, each starting from
     # the state the previous call returned (``returned_state``, or the system's own carry).
     chunked_configs: tuple[LayerConfig, ...] = ()

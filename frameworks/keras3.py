@@ -42,7 +42,7 @@ from frameworks.base import (
 )
 from reference.cells import state_keys
 from reference.params import GATES
-from reference.stack import DIRECTIONS
+from reference.stack import DIRECTIONS, StackParams
 
 KERAS_ACTIVATION = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}
 # Every weight is assigned right after build, so the initial values never matter; the
@@ -52,6 +52,7 @@ ZERO_INIT = {"kernel_initializer": "zeros", "recurrent_initializer": "zeros", "b
 KERAS_GRU_ORDER = (1, 0, 2)  # Keras's z, r, h as canonical indices (r=0, z=1, n=2)
 KERAS_ORDER = {"rnn": (0,), "lstm": (0, 1, 2, 3), "gru": KERAS_GRU_ORDER}  # Keras's gates, canonical indices
 KERAS_LAYERS = {"rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}  # the cells are these names + "Cell"
+MASK_VALUE = 0.0  # keras.layers.Masking's default mask_value
 
 
 class KerasFamily:
@@ -212,10 +213,11 @@ class KerasLayer(KerasMapping):
     def _layer(self, layer: int, H: int, config: LayerConfig, g: str, dtype: str):
         """Layer ``layer`` of the stack, in ``Bidirectional`` when bidirectional; not yet built."""
         top = layer == config.num_layers - 1
+        options = {key: config.option(key) for key in ("zero_output_for_mask", "stateful") if config.option(key)}
         rnn = self._make(H, g, config.bias, dtype,
                          return_sequences=True if not top else bool(config.option("return_sequences")),
                          return_state=bool(config.option("return_state")),
-                         go_backwards=bool(config.option("go_backwards")))
+                         go_backwards=bool(config.option("go_backwards")), **options)
         if config.bidirectional:
             rnn = self.keras.layers.Bidirectional(rnn, merge_mode="concat", dtype=dtype)
         return rnn
@@ -234,20 +236,61 @@ class KerasLayer(KerasMapping):
                 shapes.update(self._weight_shapes(cell, self.tag(k, d)))
         return shapes
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
-        dtype, H = self.check_call(native, xs, state, config, g)
-        D, keys = config.num_directions, state_keys(self.family)
-        x = self._tensor(np.ascontiguousarray(xs.transpose(1, 0, 2)))
-        result = {}
+    # --- padded batches: a mask ---------------------------------------------------------
+    @classmethod
+    def padded_output(cls, config: LayerConfig) -> str:
+        """A masked step repeats the last real output (keras/src/backend/*/rnn.py), unless the layer
+        has ``zero_output_for_mask=True``, which ``Bidirectional`` forces on both halves when it
+        returns sequences (keras/src/layers/rnn/bidirectional.py). Without return_sequences only
+        the final states are compared (``arrange``)."""
+        zeros = config.bidirectional or config.option("zero_output_for_mask")
+        return "zeros" if zeros and config.option("return_sequences") else "repeat"
+
+    def _inputs(self, xs, config: LayerConfig, padding):
+        """The batch-first inputs and the mask to pass to every layer call. ``("mask", "argument")``:
+        the layer's ``mask`` argument, (batch, T) booleans. ``("mask", "Masking")``: padded steps
+        set to ``MASK_VALUE`` (how Masking users mark them; the suite's random inputs never equal
+        it) and a ``keras.layers.Masking`` in front, whose mask Keras hands on layer to layer."""
+        how = config.option("mask")
+        if how not in (None, "argument", "Masking"):
+            raise ValueError(f"{self.cell}: option mask: expected 'argument' or 'Masking', got {how!r}")
+        if padding is not None and how is None:
+            raise ValueError(f"{self.cell}: configuration {config} takes no {self.lengths_name}; "
+                             f"a padded batch needs the option ('mask', 'argument') or ('mask', 'Masking')")
+        xs = np.array(xs.transpose(1, 0, 2))  # a copy, batch first
+        # A Padding, or (run_native only, unchecked) any (T, batch) boolean mask: Keras takes any.
+        mask = None if padding is None else (padding.mask(xs.shape[1]) if hasattr(padding, "mask")
+                                             else np.asarray(padding, bool)).T
+        if how == "Masking":
+            if mask is not None:
+                xs[~mask] = MASK_VALUE
+            return self.keras.layers.Masking(MASK_VALUE, dtype=xs.dtype.name)(self._tensor(xs)), None
+        return self._tensor(xs), None if mask is None else self._tensor(mask)
+
+    # --- running --------------------------------------------------------------------------
+    def _built_layers(self, native: Native, batch_shape, config: LayerConfig, H: int, g: str, dtype: str) -> list:
+        """The stack's Keras layers, built for ``batch_shape`` (batch, T, I) and holding ``native``."""
+        layers, shape = [], tuple(batch_shape)
         for k in range(config.num_layers):
-            rnn = self._layer(k, H, config, g, dtype.name)
-            rnn.build(tuple(x.shape))
+            rnn = self._layer(k, H, config, g, dtype)
+            rnn.build(shape)
             for d, cell in enumerate(self._cells(rnn, config)):
                 for name in self.cell_spec(1, 1, config.bias, ""):
                     getattr(cell, name).assign(native[self.tag(k, d) + name])
+            layers.append(rnn)
+            shape = shape[:2] + (config.num_directions * H,)
+        return layers
+
+    def _call(self, layers: list, x, mask, state, config: LayerConfig) -> dict:
+        """Call the built stack on ``x`` (batch first), each layer with the mask and its initial
+        state; the outputs as ``arrange`` names them."""
+        D, keys = config.num_directions, state_keys(self.family)
+        result = {}
+        for k, rnn in enumerate(layers):
             # Bidirectional takes the forward states, then the backward ones; an LSTM's are [h, c].
-            initial = None if state is None else [self._tensor(state[key][k * D + d]) for d in range(D) for key in keys]
-            out = rnn(x, initial_state=initial)
+            initial = None if state is None else [self._tensor(np.asarray(state[key])[k * D + d])
+                                                  for d in range(D) for key in keys]
+            out = rnn(x, initial_state=initial) if mask is None else rnn(x, initial_state=initial, mask=mask)
             if config.option("return_state"):
                 x = out[0]
                 names = [self._state_key(k, d, key) for d in range(D) for key in keys]
@@ -256,6 +299,44 @@ class KerasLayer(KerasMapping):
                 x = out
         result["output"] = self._numpy(x)
         return result
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        dtype, H = self.check_call(native, xs, state, config, g)
+        x, mask = self._inputs(xs, config, padding)
+        return self._call(self._built_layers(native, x.shape, config, H, g, dtype.name), x, mask, state, config)
+
+    # --- chunked runs ---------------------------------------------------------------------
+    def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        """The returned states (``return_state=True``), stacked as the next call's initial state."""
+        if not config.option("return_state"):
+            raise ValueError(f"{self.cell}: configuration {config} returns no state to carry; "
+                             f"use ('return_state', True) or ('stateful', True)")
+        D = config.num_directions
+        return {key: np.stack([outputs[self._state_key(k, d, key)] for k in range(config.num_layers)
+                               for d in range(D)]) for key in state_keys(self.family)}
+
+    def run_chunks(self, params, chunks, state, config: LayerConfig) -> list[dict[str, np.ndarray]]:
+        """``stateful=True``: the same layers called on every chunk carry their own state (the initial
+        state, if any, given to the first call); otherwise each call from the returned states."""
+        if not config.option("stateful"):
+            return super().run_chunks(params, chunks, state, config)
+        stack = StackParams.of(params)
+        self.check_params(stack, config)
+        return self.run_native_chunks(self.to_native(stack, config), [np.asarray(xs) for xs in chunks], state,
+                                      config, stack.activation)
+
+    def run_native_chunks(self, native: Native, chunks, state, config: LayerConfig, g: str) -> list[dict]:
+        """One stateful stack called on each chunk in turn (in the child process where the backend is
+        another's: the layers live there)."""
+        dtype, H = self.check_call(native, chunks[0], state, config, g)
+        layers, outputs = None, []
+        for xs in chunks:
+            self.check_call(native, xs, None, config, g)
+            x, mask = self._inputs(xs, config, None)
+            layers = layers or self._built_layers(native, x.shape, config, H, g, dtype.name)
+            outputs.append(self._call(layers, x, mask, state, config))
+            state = None  # later calls start from the layers' own states
+        return outputs
 
 
 # --- what is run, and how it can go wrong ---------------------------------------------
@@ -273,6 +354,38 @@ SIMPLE_RNN_CONFIGS = (
 GATED_LAYER_CONFIGS = (
     LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("go_backwards", True))),
     LayerConfig(2, True, initial_state=False, options=(("return_sequences", False),)),
+)
+# Padded batches, two configurations a family (the cells' arithmetic is tested elsewhere; these
+# cover the mask's ways in and what a masked step reports): the ``mask`` argument on one layer
+# from an initial state, and a ``Masking`` layer in front of a bidirectional stack (no initial
+# state: Keras drops the Masking layer's mask when the call also gets ``initial_state``, see
+# tests/equivalence/test_padded_keras.py). SimpleRNN repeats the last real output on masked
+# steps; the gated layers' first configuration reports zeros (``zero_output_for_mask=True``) and
+# their second returns only the final states, which ``Bidirectional(return_sequences=False)``
+# reads at each direction's own last real step.
+PADDED_CONFIGS = {
+    "rnn": (
+        LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("mask", "argument"))),
+        LayerConfig(2, True, initial_state=False,
+                    options=(("return_sequences", True), ("return_state", True), ("mask", "Masking"))),
+    ),
+    "gated": (
+        LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True),
+                                       ("zero_output_for_mask", True), ("mask", "argument"))),
+        LayerConfig(2, True, initial_state=False,
+                    options=(("return_sequences", False), ("return_state", True), ("mask", "Masking"))),
+    ),
+}
+# Keras 3's jax rnn reports the previous *state* (``states[0]``) on a masked step where tensorflow
+# and torch report the previous output, zeros before the first step (keras/src/backend/*/rnn.py,
+# zero_output_for_mask=False): on steps masked before the first real one (pre-padding) jax reports
+# the initial state, not zeros. The SimpleRNN padded configuration repeats from an initial state, so
+# keras-jax-rnn is compared post-padded only; tests/equivalence/test_padded_keras.py measures it.
+# Chunked runs: the returned states fed back as the next call's ``initial_state`` (two layers),
+# and a ``stateful=True`` layer that carries its own (``KerasLayer.run_chunks``).
+CHUNKED_CONFIGS = (
+    LayerConfig(2, False, options=(("return_sequences", True), ("return_state", True))),
+    LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True), ("stateful", True))),
 )
 MUTATION_CONFIGS = {
     "rnn": LayerConfig(3, True, options=(("return_sequences", True), ("return_state", True))),
@@ -340,9 +453,10 @@ def known_issues(backend: str | None, family: str, variant: str, layer: bool) ->
     """The known-issue attributes of one system: the float64 bugs of Keras 3 on jax and torch."""
     if backend == "jax" and family == "rnn":
         if layer:
-            return {"known_issues": {key: reason + "; in SimpleRNN the scan then refuses the float32 carry"
+            return {"known_issues": {key: reason + "; in SimpleRNN the scan then refuses the float32 carry "
+                                     "(with a mask, jnp.where keeps the carry float64 and the run ends, in error)"
                                      for key, reason in JAX_TANH_FLOAT64.items()},
-                    "known_issue_raises": (TypeError,)}
+                    "known_issue_raises": (TypeError, AssertionError)}
         return {"known_issues": JAX_TANH_FLOAT64, "known_issue_scopes": ("reference", "activation")}  # tanh itself
     if backend == "jax":
         issue = {"known_issues": {("default", "float64"): JAX_TANH_REASON}}
@@ -354,6 +468,10 @@ def known_issues(backend: str | None, family: str, variant: str, layer: bool) ->
     # reset_after=False has no torch kernel and falls back to keras.ops, matmul included.
     if backend == "torch" and (not layer or variant == "reset_before"):
         return {"known_issues": {("default", "float64"): TORCH_MATMUL_REASON}}
+    if backend == "torch" and layer:  # right on whole runs; a mask leaves torch's kernels for keras.ops
+        return {"padded_known_issues": {("default", "float64"): TORCH_MATMUL_REASON + "; with a mask, LSTM and "
+                                        "GRU(reset_after=True) leave torch's nn.LSTM / nn.GRU for the generic loop "
+                                        "(keras/src/backend/torch/rnn.py), and its matmul"}}
     return {}
 
 
@@ -393,7 +511,10 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
         attributes["activations"] = ("tanh", "relu")
     if base.layer:
         attributes.update(configs=SIMPLE_RNN_CONFIGS if family == "rnn" else GATED_LAYER_CONFIGS,
-                          mutation_config=MUTATION_CONFIGS[group], mutations=LAYER_MUTATIONS[group])
+                          mutation_config=MUTATION_CONFIGS[group], mutations=LAYER_MUTATIONS[group],
+                          padded_configs=PADDED_CONFIGS[group], lengths_name="mask",
+                          padding_sides=("post",) if (backend, family) == ("jax", "rnn") else ("post", "pre"),
+                          chunked_configs=CHUNKED_CONFIGS)
     return type(name.replace("-", "_"), (base,), attributes)
 
 

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from frameworks.base import distribution_version
-from harness.cases import Case, cases_for, padded_cases
+from harness.cases import Case, cases_for, padded_cases, padded_right_in_float32
 from harness.compare import compare, compare_outputs
 from harness.tolerance import pair_bound
 from reference.padding import Padding
@@ -104,7 +104,7 @@ def padded_difference(record, adapter, case, actual, expected_results, other, re
     assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()
 
 
-@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and not cls.padded_known_issue)
+@pytest.mark.applies_to(lambda cls: padded_right_in_float32(cls))
 def test_padded_step_conventions_differ(adapter, record):
     """Zeros against the last real output on padded steps (PyTorch, ONNX, Keras Bidirectional
     against a plain Keras layer with a mask): the same real steps and final states, another output
@@ -122,7 +122,7 @@ def test_padded_step_conventions_differ(adapter, record):
 
 
 @pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and "pre" not in cls.padding_sides
-                        and not cls.padded_known_issue)
+                        and padded_right_in_float32(cls))
 def test_pre_padded_batch_where_post_padding_is_assumed(adapter, record):
     """Lengths say how many steps are real, not where: a framework that takes lengths runs each
     element over its first steps, so a pre-padded batch runs over its padding and stops before its

@@ -10,7 +10,7 @@ compared chunk by chunk with the whole run's reference over those steps.
 import numpy as np
 import pytest
 
-from harness.cases import chunked_cases, padded_cases
+from harness.cases import chunked_cases, padded_cases, padded_right_in_float32
 from harness.compare import assert_dtype, assert_within_bound, compare_outputs
 from reference.padding import Padding
 from reference.stack import run_stack
@@ -74,7 +74,7 @@ def one_shorter(padding: Padding) -> Padding:
 
 
 @pytest.mark.design("padded")
-@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and not cls.padded_known_issue)
+@pytest.mark.applies_to(lambda cls: padded_right_in_float32(cls))
 @pytest.mark.parametrize("wrong", ["lengths one short", "mask ignored"])
 def test_wrong_lengths_are_detected(adapter, g, case, wrong, record):
     """The system run with each length one short (a length-1 element kept), or on the padded
