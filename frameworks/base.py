@@ -120,8 +120,10 @@ class Adapter:
     padding_sides: tuple[str, ...] = ("post",)
     lengths_name: str = "lengths"
     # (activation, dtype) -> reason: where the system is known to get padded batches wrong (upstream),
-    # run as strict expected failures like ``known_issues``.
+    # run as strict expected failures like ``known_issues``; ``padded_known_issue``: one reason for
+    # every activation and dtype (set on registration).
     padded_known_issues: dict[tuple[str, str], str] = {}
+    padded_known_issue: str = ""
     # Chunked runs: configurations in which a sequence is run in several calls, each starting from
     # the state the previous call returned (``returned_state``, or the system's own carry).
     chunked_configs: tuple[LayerConfig, ...] = ()
@@ -135,6 +137,8 @@ class Adapter:
                 raise TypeError(f"{cls.__qualname__}: family must be one of {sorted(GATES)}, got {cls.family!r}")
             if cls.family != "rnn" and "activations" not in cls.__dict__:
                 cls.activations = (GATED,)  # a gated cell's activations are fixed: sigmoid gates, tanh
+            if cls.padded_known_issue:
+                cls.padded_known_issues = {(g, d): cls.padded_known_issue for g in cls.activations for d in cls.dtypes}
             if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
                 cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
             REGISTRY[cls.name] = cls

@@ -20,7 +20,19 @@ The RNN operator is tested as a layer: direction 0 is forward, direction 1
 are in input time order. Shapes: X (T, batch, I), Y (T, D, batch, H), Y_h (D, batch, H)
 with ``layout=0``; X (batch, T, I), Y (batch, T, D, H), Y_h (batch, D, H) with ``layout=1``.
 The LSTM and GRU operators are tested as cells: one forward node over the sequence, h_t
-for every step (Y), and for an LSTM the final c (Y_c, the operator returns no c_t), as "c_last".
+for every step (Y), and for an LSTM the final c (Y_c, the operator returns no c_t), as "c_last";
+in a configuration that names a ``direction`` (their padded and chunked runs) they are layers
+like the RNN operator, Y, Y_h and Y_c as the node returns them.
+
+Padded batches: the optional input ``sequence_lens`` (int32, (batch,)) gives each element's real
+steps, the first ones (the spec has no other padding). ONNX Runtime runs each element over them,
+writes zeros to Y on the padded steps (not in the spec's text, which leaves them open: onnx/onnx#2089;
+ORT zero-fills since microsoft/onnxruntime#1193), returns the state after the last real step as
+Y_h / Y_c, and starts the reverse direction at each element's own last real step.
+``onnx.reference`` takes the input and ignores it (its ``_run`` marks it unused, ``noqa: ARG002``;
+onnx/onnx#7935 left it so: "it's not supported anyway"): every element runs all T steps
+(tests/equivalence/test_padded_onnx.py measures it). A chunked run feeds each call's Y_h (and Y_c)
+as the next call's initial_h (initial_c).
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from frameworks.base import (
     CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
 )
 from reference.cells import state_keys
+from reference.padding import Padding
 from reference.stack import StackParams
 
 # identity is the spec's Affine(x) = alpha x + beta with alpha = 1, beta = 0.
@@ -46,6 +59,14 @@ class OnnxOperator(Adapter):
     kept_hidden_biases = ("h", "i", "f", "g", "o", "r", "z", "n")  # every gate: B = [Wb, Rb]
     state_names = {"h": "initial_h", "c": "initial_c"}
     runtime: str
+    # Padded batches: sequence_lens, post-padding only (the operator reads each element's first
+    # steps), one and two directions, from a given initial state. The reverse direction is checked in
+    # tests/equivalence/test_padded_onnx.py: a system that reads reversed is compared on a reversed
+    # batch, whose padding is then in front. Chunked: no initial state in the first call.
+    padded_configs = (LayerConfig(1, False, options=(("direction", "forward"),)),
+                      LayerConfig(1, True, options=(("direction", "bidirectional"),)))
+    chunked_configs = (LayerConfig(1, False, initial_state=False, options=(("direction", "forward"),)),)
+    lengths_name = "sequence_lens"
 
     def __init__(self):
         self.onnx = import_framework("onnx", self.name)
@@ -61,6 +82,15 @@ class OnnxOperator(Adapter):
 
     def recurrent_kernel(self, config: LayerConfig) -> str:
         return "R"
+
+    def layerwise(self, config: LayerConfig) -> bool:
+        """True where the outputs are the node's own (Y, Y_h, Y_c): the RNN layer, and a gated
+        operator in a configuration that names a direction."""
+        return self.layer or config.option("direction") is not None
+
+    @classmethod
+    def reads_reversed(cls, config: LayerConfig) -> bool:
+        return config.option("direction") == "reverse"
 
     # --- the mapping: one layer, its directions stacked ---------------------------
     def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
@@ -99,10 +129,11 @@ class OnnxOperator(Adapter):
     def direction(self, config: LayerConfig) -> str:
         return config.option("direction") or ("bidirectional" if config.bidirectional else "forward")
 
-    def model(self, native: Native, xs, state, config: LayerConfig, g: str):
+    def model(self, native: Native, xs, state, config: LayerConfig, g: str, padding: Padding | None = None):
         """The ONNX model of one node, weights as initializers; returns (model, feeds, output names).
 
-        ``state``: {"h": (D, batch, H), "c": ...} or None (no initial state fed)."""
+        ``state``: {"h": (D, batch, H), "c": ...} or None (no initial state fed); ``padding``: fed
+        as ``sequence_lens`` (int32, (batch,), in either layout), or None (not fed)."""
         helper, onnx = self.helper, self.onnx
         elem = helper.np_dtype_to_tensor_dtype(xs.dtype)
         D, H = native["R"].shape[0], native["R"].shape[-1]
@@ -113,13 +144,15 @@ class OnnxOperator(Adapter):
             return np.ascontiguousarray(array if layout == 0 else array.transpose(1, 0, 2))
 
         feeds = {"X": batchwise(xs)}
+        if padding is not None:
+            feeds["sequence_lens"] = np.asarray(padding.lengths, np.int32)
         for key in state_keys(self.family) if state is not None else ():
             feeds[self.state_names[key]] = batchwise(np.asarray(state[key]))
-        inputs = ["X", "W", "R", "B" if "B" in native else "", "", *(name if name in feeds else "" for name in
-                                                                      ("initial_h", "initial_c"))]
+        inputs = ["X", "W", "R", "B" if "B" in native else "",
+                  *(name if name in feeds else "" for name in ("sequence_lens", "initial_h", "initial_c"))]
         while inputs[-1] == "":
             inputs.pop()
-        outputs = ["Y", "Y_h"] + (["Y_c"] if self.family == "lstm" else [])
+        outputs = ["Y", "Y_h"] + (["Y_c"] if self.family == "lstm" else [])  # Y_c: the final c
         attributes = {"hidden_size": H, "direction": self.direction(config), "layout": layout}
         if self.family == "rnn":
             attributes["activations"] = [ONNX_ACTIVATION[g]] * D
@@ -131,27 +164,49 @@ class OnnxOperator(Adapter):
         Y_shape, state_shape = ((T, D, batch, H), (D, batch, H)) if layout == 0 else ((batch, T, D, H), (batch, D, H))
         graph = helper.make_graph(
             [node], self.family,
-            [helper.make_tensor_value_info(name, elem, value.shape) for name, value in feeds.items()],
+            [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
+             for name, value in feeds.items()],
             [helper.make_tensor_value_info(name, elem, Y_shape if name == "Y" else state_shape) for name in outputs],
             [onnx.numpy_helper.from_array(np.ascontiguousarray(native[n]), n) for n in ("W", "R", "B") if n in native])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
         onnx.checker.check_model(model, full_check=True)
         return model, feeds, outputs
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding: Padding | None = None
+                   ) -> dict:
         dtype, H = self.check_call(native, xs, state, config, g)
-        if not self.layer:  # the gated cells always feed their initial states: zeros where not given
+        if not self.layerwise(config):  # the gated cells always feed their initial states: zeros where not given
             state = {key: value[None] for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
-        model, feeds, outputs = self.model(native, xs, state, config, g)
+        model, feeds, outputs = self.model(native, xs, state, config, g, padding)
         results = {name: np.asarray(value) for name, value in zip(outputs, self.evaluate(model, feeds, outputs))}
-        return self.outputs(results)
+        return self.outputs(results, config)
 
     def evaluate(self, model, feeds, outputs):
         raise NotImplementedError
 
-    def outputs(self, results: dict) -> dict:
-        """The system's outputs from the node's (Y, Y_h, Y_c)."""
-        raise NotImplementedError
+    def outputs(self, results: dict, config: LayerConfig) -> dict:
+        """The system's outputs from the node's (Y, Y_h, Y_c): the node's own where ``layerwise``."""
+        return {name: results[name] for name in ("Y", "Y_h", "Y_c") if name in results}
+
+    def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        """The reference's results as the node returns them: Y (T, D, batch, H), Y_h and Y_c
+        (D, batch, H), batch first where ``layout=1``."""
+        outputs = result["output"]
+        T, batch = outputs.shape[:2]
+        if self.reads_reversed(config):  # the reference read reversed; ONNX reports in time order
+            outputs = outputs[::-1]
+        Y = outputs.reshape(T, batch, config.num_directions, -1).transpose(0, 2, 1, 3)  # (T, D, batch, H)
+        arranged = {"Y": Y, "Y_h": result["h_n"], **({"Y_c": result["c_n"]} if "c_n" in result else {})}
+        if config.option("layout") == 1:
+            return {name: value.transpose(2, 0, 1, 3) if name == "Y" else value.transpose(1, 0, 2)
+                    for name, value in arranged.items()}
+        return arranged
+
+    def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        """Y_h (and Y_c), in the (D, batch, H) of initial_h (initial_c) whatever the layout."""
+        state = {"h": outputs["Y_h"], **({"c": outputs["Y_c"]} if "Y_c" in outputs else {})}
+        return {key: value.transpose(1, 0, 2) if config.option("layout") == 1 else value
+                for key, value in state.items()}
 
 
 class OnnxRuntimeEvaluation:
@@ -173,6 +228,11 @@ class OnnxReferenceEvaluation:
     runtime = "onnx.reference"
     distributions = ("onnx",)
     requires = ("onnx",)
+    padded_known_issue = (
+        "onnx.reference ignores sequence_lens (onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "
+        "'sequence_lens=None,  # noqa: ARG002'; onnx/onnx#7935: 'it's not supported anyway'): every element "
+        "runs all T steps, Y is not zero on padded steps and Y_h is the state after step T "
+        "(tests/equivalence/test_padded_onnx.py)")
 
     def __init__(self):
         super().__init__()
@@ -210,23 +270,6 @@ class OnnxRNN(OnnxOperator):
         "B dropped": scaled("B", 0.0),
     }
 
-    @classmethod
-    def reads_reversed(cls, config: LayerConfig) -> bool:
-        return config.option("direction") == "reverse"
-
-    def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
-        outputs, h_n = result["output"], result["h_n"]
-        T, batch = outputs.shape[:2]
-        if self.reads_reversed(config):  # the reference read reversed; ONNX reports in time order
-            outputs = outputs[::-1]
-        Y = outputs.reshape(T, batch, config.num_directions, -1).transpose(0, 2, 1, 3)  # (T, D, batch, H)
-        if config.option("layout") == 1:
-            return {"Y": Y.transpose(2, 0, 1, 3), "Y_h": h_n.transpose(1, 0, 2)}
-        return {"Y": Y, "Y_h": h_n}
-
-    def outputs(self, results: dict) -> dict:
-        return {"Y": results["Y"], "Y_h": results["Y_h"]}
-
 
 class OnnxRuntimeRNN(OnnxRuntimeEvaluation, OnnxRNN):
     name = "onnx-ort"
@@ -246,15 +289,20 @@ class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN):
 
 class OnnxGated(OnnxOperator):
     """One forward ONNX LSTM or GRU node over the sequence: {"h": (T, batch, H)}, and for an
-    LSTM the final c, {"c_last": (batch, H)} (the operator returns only Y_c)."""
+    LSTM the final c, {"c_last": (batch, H)} (the operator returns only Y_c). In a configuration
+    that names a direction (padded and chunked runs), the node's own Y, Y_h and Y_c."""
 
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        if self.layerwise(config):
+            return super().arrange(result, config)
         arranged = {"h": result["output"]}
         if self.family == "lstm":
             arranged["c_last"] = result["c_n"][0]
         return arranged
 
-    def outputs(self, results: dict) -> dict:
+    def outputs(self, results: dict, config: LayerConfig) -> dict:
+        if self.layerwise(config):
+            return super().outputs(results, config)
         out = {"h": results["Y"][:, 0]}
         if self.family == "lstm":
             out["c_last"] = results["Y_c"][0]

@@ -7,6 +7,14 @@ suffix. What is checked is that the exported model computes what PyTorch and the
 compute. The dynamo exporter (needs ``onnxscript``) unrolls the recurrence into MatMul and
 Add nodes (or emits the LSTM/GRU operator); the legacy TorchScript exporter emits the ONNX
 ``RNN``, ``LSTM`` or ``GRU`` operator. Both are checked where the installed torch offers them.
+
+Padded batches: a module whose forward packs its input (``pack_padded_sequence`` with the lengths
+as an input of the model, the layer, ``pad_packed_sequence``), as a user writes it. The legacy
+exporter turns the packing into the operator's ``sequence_lens`` (sorted with TopK where
+``enforce_sorted=False``): its model takes any lengths at run time. The dynamo exporter refuses
+the module (``torch.export`` cannot guard on the data-dependent ``batch_sizes``;
+tests/equivalence/test_padded_onnx.py keeps the refusal checked), so it has no padded
+configurations. Chunked runs: each call's h_n (c_n) fed as the next call's h0 (c0), both exporters.
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ class Exported(TorchLayer):
 
     dtypes = ("float32",)  # ONNX Runtime's CPU RNN kernels and the usual export are float32
     dynamo: bool
+    # Not TorchLayer's: each exported system declares its own (see the module's docstring).
+    padded_configs: tuple[LayerConfig, ...] = ()
+    chunked_configs: tuple[LayerConfig, ...] = ()
 
     def __init__(self):
         super().__init__()
@@ -55,9 +66,9 @@ class Exported(TorchLayer):
         return [next((a.i for a in node.attribute if a.name == "linear_before_reset"), 0)
                 for node in self.last_model.graph.node if node.op_type == "GRU"]
 
-    def export(self, module, args, count: int) -> bytes:
-        """The ONNX model of ``module`` called on ``args`` (``count`` arrays, flattened)."""
-        names = {"input_names": ["x", "h0", "c0"][:count],
+    def export(self, module, args, input_names) -> bytes:
+        """The ONNX model of ``module`` called on ``args`` (flattened, the arrays ``input_names`` names)."""
+        names = {"input_names": list(input_names),
                  "output_names": ["output", "h_n", "c_n"][:3 if self.family == "lstm" else 2]}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # deprecation notices of the exporters themselves
@@ -68,26 +79,54 @@ class Exported(TorchLayer):
             self.torch.onnx.export(module, args, buffer, dynamo=False, **names)
             return buffer.getvalue()
 
-    def run_exported(self, native: Native, xs, state, config: LayerConfig, g: str) -> list[np.ndarray]:
+    def packed(self, module, args, config: LayerConfig, steps: int):
+        """``module`` inside a module that packs its input with the lengths it is given, as a user's
+        model does, and its arguments (x, lengths[, state])."""
+        torch = self.torch
+        rnn = torch.nn.utils.rnn
+        batch_first, enforce_sorted = bool(config.option("batch_first")), bool(config.option("enforce_sorted"))
+
+        class Packed(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = module
+
+            def forward(self, x, lengths, *state):
+                packed = rnn.pack_padded_sequence(x, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
+                output, final = self.layer(packed, *state)
+                output, _ = rnn.pad_packed_sequence(output, batch_first=batch_first, total_length=steps)
+                return output, final
+
+        return Packed(), args
+
+    def run_exported(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> list[np.ndarray]:
         """The exported model's outputs, flattened as the module returns them (output, h_n[, c_n])."""
         module, args = self.module(native, xs, state, config, g)
-        flat = [args[0], *(args[1] if isinstance(args[1], tuple) else (args[1],))] if len(args) > 1 else [args[0]]
-        data = self.exported_model(native, module, args, flat, config, g)
+        names = ["x"]
+        if padding is not None:
+            args = (args[0], self.torch.tensor(padding.lengths, dtype=self.torch.int64), *args[1:])
+            module, args = self.packed(module, args, config, xs.shape[0])
+            names.append("lengths")
+        names += ["h0", "c0"] if self.family == "lstm" else ["h0"]
+        flat = [a for arg in args for a in (arg if isinstance(arg, tuple) else (arg,))]
+        data = self.exported_model(native, module, args, flat, config, g, names[:len(flat)])
         session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         self.last_model = self.onnx.load_from_string(data)
         return [np.asarray(r) for r in session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), flat)})]
 
-    def exported_model(self, native: Native, module, args, flat, config: LayerConfig, g: str) -> bytes:
+    def exported_model(self, native: Native, module, args, flat, config: LayerConfig, g: str, names) -> bytes:
         """The export, made once per model: an export takes seconds (dynamo unrolls all T steps).
 
         The model depends on the weights, the configuration, the activation and the inputs' shapes,
         not on the inputs' values, so the reference test, the comparison with PyTorch and the pair
         test of one case share it: in this process, and across a run's processes through the
-        directory ``RNN_EQ_EXPORT_CACHE`` names (conftest sets one per run).
+        directory ``RNN_EQ_EXPORT_CACHE`` names (conftest sets one per run). A padded batch's model
+        takes the lengths as an input (``names``): one model for any lengths.
         """
         # The versions too: a directory the user set (and kept) may outlive an upgrade of the exporter.
         versions = [(d, distribution_version(d)) for d in (*self.distributions, "onnx")]
-        key = hashlib.sha256(repr((self.name, versions, g, str(config), [(tuple(a.shape), str(a.dtype)) for a in flat],
+        key = hashlib.sha256(repr((self.name, versions, g, str(config), list(names),
+                                   [(tuple(a.shape), str(a.dtype)) for a in flat],
                                    [(n, _digest(v)) for n, v in sorted(native.items())])).encode()).hexdigest()
         if key in self._models:
             return self._models[key]
@@ -96,7 +135,7 @@ class Exported(TorchLayer):
         if path is not None and path.exists():
             data = path.read_bytes()
         else:
-            data = self.export(module, args, len(flat))
+            data = self.export(module, args, names)
             if path is not None:  # written whole, then renamed: another process never reads half a model
                 partial = path.with_suffix(f".{os.getpid()}.partial")
                 partial.write_bytes(data)
@@ -121,12 +160,13 @@ class TorchOnnxExport(Exported, TorchRNN):
         "forward and reverse swapped in layer 0": swapped_names("_l0", "_l0_reverse"),
     }
     compare_with = "torch-rnn"  # the exported model must also agree with the module it came from
+    chunked_configs = (LayerConfig(2, False, options=(("batch_first", False),)),)
 
     def describe(self) -> str:
         return f"torch.onnx.export(torch.nn.RNN, dynamo={self.dynamo}) in ONNX Runtime"
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
-        output, h_n = self.run_exported(native, xs, state, config, g)
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        output, h_n = self.run_exported(native, xs, state, config, g, padding)
         return {"output": output, "h_n": h_n}
 
 
@@ -148,6 +188,12 @@ class TorchOnnxDynamo(TorchOnnxExport):
 class TorchOnnxLegacy(TorchOnnxExport):
     name = "torch-onnx-legacy"
     dynamo = False
+    # Packed input, exported as sequence_lens: sorted lengths, one direction; unsorted, two layers
+    # of two directions (PyTorch's own padded configurations).
+    padded_configs = (
+        LayerConfig(1, False, options=(("batch_first", False), ("enforce_sorted", True))),
+        LayerConfig(2, True, options=(("batch_first", True), ("enforce_sorted", False))),
+    )
     distributions = ("torch", "onnxruntime")
     requires = ("torch", "onnx", "onnxruntime")
 
@@ -157,7 +203,9 @@ class TorchOnnxLegacy(TorchOnnxExport):
 
 class TorchExportedGated(Exported):
     """``torch.onnx.export`` of a one-layer ``nn.LSTM`` / ``nn.GRU``, run in ONNX Runtime, as a cell:
-    {"h": (T, batch, H)}, and for an LSTM the final c, {"c_last": (batch, H)}.
+    {"h": (T, batch, H)}, and for an LSTM the final c, {"c_last": (batch, H)}. In a configuration
+    that names ``batch_first`` (its padded ones: one layer, one or two directions) a layer:
+    ``TorchLayer``'s outputs and shapes.
 
     Weights as ``nn.LSTM`` keeps them, the layer mapping's with the ``_l0`` suffix. PyTorch's GRU
     is reset-after, so an exported GRU operator must carry linear_before_reset=1 (some exporter
@@ -170,34 +218,54 @@ class TorchExportedGated(Exported):
     mutation_config = CELL
     layout_config = CELL
     mutations = {"bias_hh_l0 dropped": scaled("bias_hh_l0", 0.0)}
-
-    def tag(self, layer: int, direction: int) -> str:
-        return "_l0"  # a one-layer nn.LSTM / nn.GRU
+    chunked_configs = (CELL,)  # the cell's state carried: h_T and c_last
 
     def describe(self) -> str:
         return f"torch.onnx.export(torch.nn.{self.family.upper()}, dynamo={self.dynamo}) in ONNX Runtime"
 
+    @staticmethod
+    def layerwise(config: LayerConfig) -> bool:
+        return config.option("batch_first") is not None
+
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        if self.layerwise(config):
+            return super().arrange(result, config)
         arranged = {"h": result["output"]}
         if self.family == "lstm":
             arranged["c_last"] = result["c_n"][0]
         return arranged
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+    def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        if self.layerwise(config):
+            return super().returned_state(outputs, config)
+        return {"h": outputs["h"][-1:], **({"c": outputs["c_last"][None]} if self.family == "lstm" else {})}
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        if self.layerwise(config):  # a layer configuration: TorchLayer's outputs
+            results = self.run_exported(native, xs, state, config, g, padding)
+            return dict(zip(["output", "h_n", "c_n"], results))
         dtype, H = self.check_call(native, xs, state, config, g)
         # The module is always given its initial states: zeros where not given.
         state = {key: value[None] for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
-        results = self.run_exported(native, xs, state, config, g)
+        results = self.run_exported(native, xs, state, config, g, padding)
         out = {"h": results[0]}
         if self.family == "lstm":
             out["c_last"] = results[2][0]
         return out
 
 
+# The legacy exporter's packed one-layer LSTM / GRU (the dynamo exporter refuses packing).
+GATED_PADDED_CONFIGS = (
+    LayerConfig(1, False, options=(("batch_first", False), ("enforce_sorted", False))),
+    LayerConfig(1, True, options=(("batch_first", True), ("enforce_sorted", True))),
+)
+
+
 def _exported(family: str, dynamo: bool) -> type:
     exporter = "dynamo" if dynamo else "legacy"
     qualname = f"TorchExported_{family}_{exporter}"
     return type(qualname, (TorchExportedGated,), {
+        "padded_configs": () if dynamo else GATED_PADDED_CONFIGS,
         "name": f"torch-onnx-{exporter}-{family}", "cell": f"torch.onnx.export(nn.{family.upper()})",
         "family": family, "variant": "reset_after" if family == "gru" else "", "dynamo": dynamo,
         "max_steps": TorchOnnxDynamo.max_steps if dynamo else None,  # see TorchOnnxDynamo
