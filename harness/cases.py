@@ -188,13 +188,17 @@ LENGTHS = (5, 9, 1, 7)
 
 
 def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
-    """Every padded configuration of a system on every side of padding it takes (quick: the first
-    configuration, post-padded), in a non-square shape; full depth adds the other shape."""
-    configs = adapter.padded_configs[:1] if depth == "quick" else adapter.padded_configs
-    sides = adapter.padding_sides[:1] if depth == "quick" else adapter.padding_sides
-    shapes = SHAPES if depth == "full" else SHAPES[1:]
+    """A system's padded configurations and sides of padding, in a non-square shape: quick, the first
+    configuration post-padded; default, every configuration and every side at least once (paired off,
+    not crossed); full, every configuration on every side in both shapes."""
+    configs, sides = adapter.padded_configs, adapter.padding_sides
+    if depth == "full":
+        rows = list(itertools.product(configs, sides, SHAPES))
+    else:
+        n = 1 if depth == "quick" else max(len(configs), len(sides))
+        rows = [(configs[i % len(configs)], sides[i % len(sides)], SHAPES[1]) for i in range(n)]
     cases = []
-    for i, (config, side, (I, H)) in enumerate(itertools.product(configs, sides, shapes)):
+    for i, (config, side, (I, H)) in enumerate(rows):
         lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
         cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
                              padding=Padding(lengths, side)))
@@ -212,12 +216,17 @@ CHUNKINGS = ((2, 1, 3), (1, 1, 1, 1, 1, 1), (3, 3))
 
 
 def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
-    """Every chunked configuration of a system, in uneven chunks (default depth: also one step per
-    call; full: also even halves)."""
-    chunkings = CHUNKINGS[:{"quick": 1, "default": 2}.get(depth, 3)]
-    configs = adapter.chunked_configs[:1] if depth == "quick" else adapter.chunked_configs
+    """A system's chunked configurations: quick, the first in uneven chunks; default, every
+    configuration and the first two chunkings (uneven, one step per call) at least once, paired
+    off; full, every configuration in every chunking."""
+    configs = adapter.chunked_configs
+    if depth == "full":
+        rows = list(itertools.product(configs, CHUNKINGS))
+    else:
+        n = 1 if depth == "quick" else max(len(configs), 2)
+        rows = [(configs[i % len(configs)], CHUNKINGS[i % 2]) for i in range(n)] if configs else []
     return [case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
-            for i, (config, chunks) in enumerate(itertools.product(configs, chunkings))]
+            for i, (config, chunks) in enumerate(rows)]
 
 
 def mutation_cases(adapter, depth: str = "default") -> list[Case]:
