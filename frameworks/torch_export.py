@@ -188,12 +188,8 @@ class TorchOnnxDynamo(TorchOnnxExport):
 class TorchOnnxLegacy(TorchOnnxExport):
     name = "torch-onnx-legacy"
     dynamo = False
-    # Packed input, exported as sequence_lens: sorted lengths, one direction; unsorted, two layers
-    # of two directions (PyTorch's own padded configurations).
-    padded_configs = (
-        LayerConfig(1, False, options=(("batch_first", False), ("enforce_sorted", True))),
-        LayerConfig(2, True, options=(("batch_first", True), ("enforce_sorted", False))),
-    )
+    # Packed input, exported as sequence_lens: PyTorch's own padded configurations.
+    padded_configs = TorchLayer.padded_configs
     distributions = ("torch", "onnxruntime")
     requires = ("torch", "onnx", "onnxruntime")
 
