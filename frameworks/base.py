@@ -251,7 +251,8 @@ class Adapter:
         if padding.side not in self.padding_sides:
             raise ValueError(f"{self.cell}: {self.lengths_name}: expected padding on the side(s) "
                              f"{self.padding_sides}, got {padding.side!r}-padding")
-        padding.check(xs.shape[0], xs.shape[1] if xs.ndim == 3 else -1, f"{self.cell}: {self.lengths_name}")
+        if xs.ndim == 3:  # other inputs are refused by check_call, naming them
+            padding.check(xs.shape[0], xs.shape[1], f"{self.cell}: {self.lengths_name}")
 
     def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
         """The final state among a run's outputs, as the initial state of the next call
@@ -325,6 +326,15 @@ class Adapter:
         zeros = np.zeros((batch, hidden_size), dtype)
         return {key: zeros if state is None or key not in state else np.asarray(state[key])[0]
                 for key in state_keys(self.family)}
+
+
+def states_with_last_c(result: dict, family: str) -> dict[str, np.ndarray]:
+    """A cell run by an operator that returns every h_t but only the final c (the ONNX LSTM's Y_c):
+    {"h": (T, batch, H)}, and for an LSTM {"c_last": (batch, H)}."""
+    arranged = {"h": result["output"]}
+    if family == "lstm":
+        arranged["c_last"] = result["c_n"][0]
+    return arranged
 
 
 def without_held_zero_biases(cell: str, stack: StackParams, config: LayerConfig) -> StackParams:

@@ -41,6 +41,7 @@ import numpy as np
 
 from frameworks.base import (
     CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
+    states_with_last_c,
 )
 from reference.cells import state_keys
 from reference.padding import Padding
@@ -295,10 +296,7 @@ class OnnxGated(OnnxOperator):
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
         if self.layerwise(config):
             return super().arrange(result, config)
-        arranged = {"h": result["output"]}
-        if self.family == "lstm":
-            arranged["c_last"] = result["c_n"][0]
-        return arranged
+        return states_with_last_c(result, self.family)
 
     def outputs(self, results: dict, config: LayerConfig) -> dict:
         if self.layerwise(config):

@@ -27,7 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from frameworks.base import CELL, LayerConfig, Native, distribution_version, import_framework, scaled, swapped_names, transposed
+from frameworks.base import (
+    CELL, LayerConfig, Native, distribution_version, import_framework, scaled, states_with_last_c, swapped_names,
+    transposed,
+)
 from frameworks.pytorch import TorchLayer, TorchRNN
 
 MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
@@ -226,10 +229,7 @@ class TorchExportedGated(Exported):
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
         if self.layerwise(config):
             return super().arrange(result, config)
-        arranged = {"h": result["output"]}
-        if self.family == "lstm":
-            arranged["c_last"] = result["c_n"][0]
-        return arranged
+        return states_with_last_c(result, self.family)
 
     def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
         if self.layerwise(config):

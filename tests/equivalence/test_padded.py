@@ -93,7 +93,9 @@ def test_backward_direction_started_at_the_padded_end_is_detected(adapter, recor
     own last real step) is the classic bidirectional mistake. Its results (the reference with the
     backward direction run over all T steps, in the system's own shapes) are far outside the bound
     of the right answer, so a system that made it would fail test_padded_batch_matches_float64_reference."""
-    for case in [c for c in padded_cases(adapter, "quick") + padded_cases(adapter) if c.config.bidirectional][:1]:
+    bidirectional = [c for c in padded_cases(adapter, "quick") + padded_cases(adapter) if c.config.bidirectional]
+    assert bidirectional, f"{adapter.name}: no bidirectional padded case to check"
+    for case in bidirectional[:1]:
         full_length = Padding((case.steps,) * case.batch, case.padding.side)
         wrong = run_stack(case.stack(), case._read(case.inputs()), case.state(), (case.padding, full_length),
                           case.padded_output)
