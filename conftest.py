@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
-from harness.cases import cases_for, chunked_cases, mutation_cases, padded_cases, pair_cases  # noqa: E402
+from harness.cases import cases_for, chunked_cases, mutation_cases, option_cases, padded_cases, pair_cases  # noqa: E402
 from harness.depth import DEPTHS  # noqa: E402
 from harness.summary import Summary  # noqa: E402
 
@@ -31,8 +31,8 @@ SELECTION = pytest.StashKey[selection_mod.Selection]()
 DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
 DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
 # The case designs a test's ``case`` comes from (``design(name)`` marker): whole sequences by
-# default, padded batches, chunked runs.
-DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases}
+# default, padded batches, chunked runs, options changed or dropped.
+DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases, "options": option_cases}
 
 
 def pytest_addoption(parser):
@@ -189,23 +189,25 @@ def pytest_generate_tests(metafunc):
             cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
             # What an upstream bug breaks is shown on the quick design (every level once), short of
             # full depth: a strict expected failure needs only to keep failing.
-            broken = make_cases(cls, "quick", seed) if known and "case" in argnames and depth != "full" else cases
+            # The options design is small: its known issues show on every case of it.
+            short = depth != "full" and make_cases is not option_cases
+            broken = make_cases(cls, "quick", seed) if known and "case" in argnames and short else cases
             for case in dict.fromkeys(cases + broken):
                 def runs(dtype, case=case):
-                    return case is None or case in (broken if (case.activation, dtype) in known else cases)
+                    return case is None or case in (broken if known_reason(known, case, dtype) else cases)
 
                 axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
                         "g": [case.activation] if case else cls.activations,
                         "mutation_case": mutation_cases(cls, depth) if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
-                combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c)
+                combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c, case)
                            for c in itertools.product(*(axes[a] for a in argnames))]
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:
         combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}",
                                marks=_child_group(adapter_class(b)))
-                  for a, b in anchored_pairs([cls for cls in applicable(metafunc, names) if not cls.layer])
-                  for case in pair_cases(adapter_class(a), adapter_class(b), depth, seed)]
+                  for a, b, case in paired_cases([cls for cls in applicable(metafunc, names) if not cls.layer],
+                                                 depth, seed)]
         metafunc.parametrize(("system_pair", "pair_case"), combos)
 
 
@@ -229,10 +231,43 @@ def anchored_pairs(classes):
     return pairs
 
 
-def _with_known_issue(cls, known, named, values):
+def paired_cases(classes, depth, seed):
+    """(a, b, case): each cell against its anchor (``anchored_pairs``) on every activation and options
+    set both compute; one the anchor lacks, against the first other cell of the member that computes
+    it (Keras 2's 0.2 hard sigmoid against ONNX's HardSigmoid), each pair of systems once per level.
+    A system's known upstream bug at a level (in float32, where pairs run) keeps it out there."""
+    by_name = {cls.name: cls for cls in classes}
+    out, seen = [], set()
+
+    def computes(cls, case):
+        return (case.activation in cls.activations and case.options in cls.options
+                and not known_reason(cls.known_issues, case, "float32"))
+
+    for anchor, name in anchored_pairs(classes):
+        other = by_name[name]
+        family = [cls for cls in classes if (cls.family, cls.variant) == (other.family, other.variant)]
+        for case in pair_cases(other, other, depth, seed):
+            if not computes(other, case):
+                continue
+            partner = next((cls for cls in [by_name[anchor], *family] if cls.name != name and computes(cls, case)), None)
+            key = (frozenset((partner.name, name)) if partner else None, case.activation, case.options)
+            if partner is None or key in seen:
+                continue
+            seen.add(key)
+            out.append((partner.name, name, case.with_(zero_b_hn=case.zero_b_hn or partner.zero_b_hn)))
+    return out
+
+
+def known_reason(known, case, dtype, g=None):
+    """The upstream bug an (activation, dtype) or (activation, dtype, options set) meets, or None."""
+    g = case.activation if case is not None else g
+    return known.get((g, dtype, case.options if case is not None else "")) or known.get((g, dtype))
+
+
+def _with_known_issue(cls, known, named, values, case):
     """A parameter set, marked as a strict expected failure where the adapter knows an upstream bug."""
     test_id = "-".join(str(v) for v in values if v is not None).replace(" ", "_")
-    reason = known.get((named.get("g"), named.get("dtype")))
+    reason = known_reason(known, case, named.get("dtype"), named.get("g"))
     marks = [pytest.mark.xfail(strict=True, raises=cls.known_issue_raises, reason=reason)] if reason else []
     return pytest.param(*values, id=test_id, marks=marks + _child_group(cls))
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from reference.cells import state_keys
 from reference.padding import Padding
-from reference.params import FLOAT_DTYPES, GATED, GATES, RNN_ACTIVATIONS, CellParams
+from reference.params import FLOAT_DTYPES, GATED, GATES, CellParams
 from reference.stack import StackParams
 
 Native = dict[str, np.ndarray]
@@ -88,7 +88,14 @@ class Adapter:
     # Environment the framework must be imported under (Keras's backend); where this
     # process differs, frameworks.load runs the framework in a child process.
     process_env: dict[str, str] = {}
-    activations: tuple[str, ...] = RNN_ACTIVATIONS  # a gated system's: (GATED,), set on registration
+    # The activations the system is compared on (reference.params: a vanilla cell's g, or a gated
+    # cell's "f,g,h" / "f,g"); a gated system's default: (GATED,), set on registration.
+    activations: tuple[str, ...] = ("tanh", "relu", "sigmoid", "identity")
+    # The options sets the system is compared on, "+"-joined names from reference.params.OPTIONS
+    # ("" none); ``mutation_options``: the set the mutation case uses (where the mutations of
+    # option weights apply). An option outside every set is refused by name (check_params).
+    options: tuple[str, ...] = ("",)
+    mutation_options: str = ""
     dtypes: tuple[str, ...] = ("float32", "float64")
     configs: tuple[LayerConfig, ...] = (CELL,)
     mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
@@ -99,11 +106,15 @@ class Adapter:
     forget_bias: float = 0.0  # a constant the cell adds to its f gate, folded out by the mapping (TF1)
     zero_b_hn: bool = False  # the cell has no slot for b_hn (Flax nnx GRUCell): test with b_hn = 0
     state_names: dict[str, str] = {"h": "h0", "c": "c0"}  # the framework's names of the initial states
+    projection_name: str = "proj_size"  # the framework's name of a projection's size P
     hidden_axis: int = -1  # the axis of ``recurrent_kernel``'s weight that is the hidden size
     # (activation, dtype) -> reason: combinations where the framework is known not to
     # compute what it is asked for, with the upstream report. The tests run them as
     # strict expected failures, so a fix upstream turns them red here.
-    known_issues: dict[tuple[str, str], str] = {}
+    known_issues: dict[tuple, str] = {}
+    # options set -> reason: an upstream bug in an option, for every activation and dtype (expanded
+    # on registration into known_issues keyed (activation, dtype, options set)).
+    option_known_issues: dict[str, str] = {}
     known_issue_raises: tuple[type[BaseException], ...] = (AssertionError,)  # how the bug shows
     # Which tests the bug reaches: "reference" (whole runs), "activation" (g alone).
     known_issue_scopes: tuple[str, ...] = ("reference",)
@@ -137,6 +148,9 @@ class Adapter:
                 raise TypeError(f"{cls.__qualname__}: family must be one of {sorted(GATES)}, got {cls.family!r}")
             if cls.family != "rnn" and "activations" not in cls.__dict__:
                 cls.activations = (GATED,)  # a gated cell's activations are fixed: sigmoid gates, tanh
+            if cls.option_known_issues:
+                cls.known_issues = {**cls.known_issues, **{(g, d, o): reason for o, reason in cls.option_known_issues.items()
+                                                           for g in cls.activations for d in cls.dtypes}}
             if cls.padded_known_issue:
                 cls.padded_known_issues = {(g, d): cls.padded_known_issue for g in cls.activations for d in cls.dtypes}
             if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
@@ -178,13 +192,28 @@ class Adapter:
         return CellParams(self.family, W_x, W_h, b_x, b_h, variant=self.variant)
 
     # --- the mapping of a whole system (per cell; ONNX stacks directions instead) ---
-    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int, options: tuple[str, ...] = (),
+                    output_size: int | None = None) -> NativeSpec:
+        """Every native weight's shape. ``options`` (reference.params.OPTIONS) and ``output_size`` (P,
+        with a projection) reach ``cell_spec`` only when there are options, so an adapter without
+        options keeps the four-argument ``cell_spec``."""
         D, spec = config.num_directions, {}
+        extra = {"options": tuple(options), "output_size": output_size or hidden_size} if options else {}
         for k in range(config.num_layers):
             for d in range(D):
-                layer_input = input_size if k == 0 else D * hidden_size
-                spec.update(self.cell_spec(layer_input, hidden_size, config.bias, self.tag(k, d)))
+                layer_input = input_size if k == 0 else D * (output_size or hidden_size)
+                spec.update(self.cell_spec(layer_input, hidden_size, config.bias, self.tag(k, d), **extra))
         return spec
+
+    def read_options(self, native: Native, config: LayerConfig) -> tuple[tuple[str, ...], int | None]:
+        """The options a set of native weights holds (reference.params.OPTIONS) and, with a
+        projection, its size P (else None): read from the weights' names and shapes, so that the
+        checks expect what they hold. A system without options holds none."""
+        return (), None
+
+    @property
+    def supported_options(self) -> frozenset[str]:
+        return frozenset(name for names in self.options for name in names.split("+") if name)
 
     def to_native(self, params, config: LayerConfig = CELL) -> Native:
         native = {}
@@ -275,6 +304,11 @@ class Adapter:
             computes = self.family + (f" ({self.variant})" if self.variant else "")
             got = stack.family + (f" ({stack.variant})" if stack.variant else "")
             raise ValueError(f"{self.cell} computes a {computes} cell; got parameters of a {got} cell")
+        unsupported = [name for name in stack.options if name not in self.supported_options]
+        if unsupported:
+            own = f"; it has {sorted(self.supported_options)}" if self.supported_options else ""
+            raise ValueError(f"{self.cell} has no option {unsupported[0]!r} (reference.params.OPTIONS){own}: "
+                             f"it would be dropped, not computed")
         structure = (stack.num_layers, stack.num_directions, stack.has_bias)
         expected = (config.num_layers, config.num_directions, config.bias)
         if structure != expected:
@@ -300,8 +334,10 @@ class Adapter:
             got = sorted(native) if isinstance(native, dict) else type(native).__name__
             raise ValueError(f"{self.cell}: expected weights {expected}, got {got} (missing {name!r})")
         H, where = self.read_hidden_size(native, config)
+        options, P = self.read_options(native, config)
         source = f"input_size={xs.shape[2]} from the inputs, hidden_size={H} from {where}"
-        check_native(self.cell, native, self.native_spec(config, xs.shape[2], H), dtype, source)
+        extra = {"options": options, "output_size": P} if options else {}  # adapters without options take none
+        check_native(self.cell, native, self.native_spec(config, xs.shape[2], H, **extra), dtype, source)
         if state is None:
             return dtype, H
         if not isinstance(state, dict) or not set(state) <= set(state_keys(self.family)):
@@ -309,23 +345,27 @@ class Adapter:
             raise ValueError(f"{self.cell}: initial state: expected a dict with keys {list(state_keys(self.family))}"
                              f" (or None), got {got}")
         LD = "num_layers*num_directions" if self.layer else "1"
-        expected = (config.num_layers * config.num_directions, xs.shape[1], H)
         for key, value in state.items():
             value = np.asarray(value)
+            size, symbol = (P, self.projection_name) if P and key == "h" else (H, "hidden_size")
+            expected = (config.num_layers * config.num_directions, xs.shape[1], size)
             if value.shape != expected:
-                raise ValueError(f"{self.cell}: {self.state_names[key]}: expected shape ({LD}, batch, hidden_size) = "
-                                 f"{expected} (batch from the inputs, hidden_size={H} from {where}), "
+                raise ValueError(f"{self.cell}: {self.state_names[key]}: expected shape ({LD}, batch, {symbol}) = "
+                                 f"{expected} (batch from the inputs, {symbol}={size} from "
+                                 f"{where if symbol == 'hidden_size' else 'the projection weights'}), "
                                  f"got {value.shape}")
             if value.dtype != dtype:
                 raise TypeError(f"{self.cell}: {self.state_names[key]}: expected dtype {dtype} (the inputs'), "
                                 f"got {value.dtype}")
         return dtype, H
 
-    def cell_state(self, state, batch: int, hidden_size: int, dtype) -> dict[str, np.ndarray]:
-        """A cell adapter's initial state as (batch, H) arrays, zeros where not given."""
-        zeros = np.zeros((batch, hidden_size), dtype)
-        return {key: zeros if state is None or key not in state else np.asarray(state[key])[0]
-                for key in state_keys(self.family)}
+    def cell_state(self, state, batch: int, hidden_size: int, dtype, output_size: int | None = None
+                   ) -> dict[str, np.ndarray]:
+        """A cell adapter's initial state as (batch, H) arrays (h: (batch, P) with a projection),
+        zeros where not given."""
+        size = {"h": output_size or hidden_size, "c": hidden_size}
+        return {key: np.zeros((batch, size[key]), dtype) if state is None or key not in state
+                else np.asarray(state[key])[0] for key in state_keys(self.family)}
 
 
 def states_with_last_c(result: dict, family: str) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ from harness.depth import design
 from harness.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from reference.cells import state_keys
 from reference.padding import Padding
-from reference.params import random_inputs, random_state
+from reference.params import projection_size, random_inputs, random_state
 from reference.stack import StackParams, run_stack
 
 
@@ -33,8 +33,9 @@ class Case:
     steps: int
     seed: int = 0
     config: LayerConfig = CELL
-    activation: str = ""  # rnn: g; gated: "default"
+    activation: str = ""  # rnn: g; gated: "default" or "f,g,h" / "f,g" (reference.params)
     variant: str = ""  # gru: "reset_after" or "reset_before"
+    options: str = ""  # the options set, "+"-joined names from reference.params.OPTIONS
     zero_b_hn: bool = False  # for a GRU that cannot hold b_hn (Flax nnx GRUCell)
     reversed_inputs: bool = False  # the system reads x_T..x_1 and reports in that order (go_backwards)
     forget_bias: float = 0.0  # folded by the mapping (TF1 LSTM); enters the bound
@@ -44,6 +45,8 @@ class Case:
 
     def __str__(self) -> str:
         shape = f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
+        if self.options:
+            shape = f"{self.options}-{shape}"
         if self.padding is not None:
             shape += f"-{self.padding}"
         if self.chunks:
@@ -66,7 +69,7 @@ class Case:
     def stack(self, dtype="float64") -> StackParams:
         c = self.config
         stack = StackParams.random(self.family, self.input_size, self.hidden_size, c.num_layers, c.bidirectional,
-                                   self.seed, dtype, c.bias, self.activation, self.variant)
+                                   self.seed, dtype, c.bias, self.activation, self.variant, self.option_names)
         if self.zero_b_hn:
             def without_b_hn(p):
                 b_h = p.b_h.copy()
@@ -75,6 +78,10 @@ class Case:
 
             stack = stack.map(without_b_hn)
         return stack
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(self.options.split("+")) if self.options else ()
 
     def params(self, dtype="float64"):
         """The one cell of a cell case."""
@@ -87,8 +94,11 @@ class Case:
         """{"h": (L*D, batch, H)}, and "c" for an LSTM; None where the config gives no initial state."""
         if not self.config.initial_state:
             return None
-        shape = (self.config.num_layers * self.config.num_directions, self.batch, self.hidden_size)
-        return {key: random_state(shape, [self.seed, 3 + k], dtype) for k, key in enumerate(state_keys(self.family))}
+        LD = self.config.num_layers * self.config.num_directions
+        projected = "projection" in self.option_names
+        size = {"h": projection_size(self.hidden_size) if projected else self.hidden_size, "c": self.hidden_size}
+        return {key: random_state((LD, self.batch, size[key]), [self.seed, 3 + k], dtype)
+                for k, key in enumerate(state_keys(self.family))}
 
     def _read(self, xs):
         return xs[::-1] if self.reversed_inputs else xs
@@ -135,7 +145,8 @@ def factors(adapter) -> dict[str, tuple]:
     """The levels of every factor for a system (an adapter or its class), dtype aside: each case
     runs in every dtype the system supports."""
     configs = tuple(dict.fromkeys(replace(c, initial_state=True) for c in adapter.configs))
-    return {"activation": tuple(adapter.activations), "config": configs, "shape": SHAPES, "batch": BATCHES,
+    return {"activation": tuple(adapter.activations), "options": tuple(adapter.options), "config": configs,
+            "shape": SHAPES, "batch": BATCHES,
             "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)), "initial_state": INITIAL_STATE}
 
 
@@ -147,18 +158,20 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
         config = replace(row["config"], initial_state=row["initial_state"])
         (I, H) = row["shape"]
         cases.append(case_of(adapter, I, H, row["batch"], row["steps"], seed * 10_000 + i, config,
-                             activation=row["activation"]))
+                             activation=row["activation"], options=row["options"]))
     return cases
 
 
 def pair_cases(anchor, other, depth: str = "default", seed: int = 0) -> list[Case]:
     """Two cells against each other: the other system's long-sequence cases (which its reference test
-    ran too, so an exported model is reused), one per activation both support; every one at full depth."""
+    ran too, so an exported model is reused), one per activation and options set both support; every
+    one at full depth."""
     cases = [c.with_(zero_b_hn=c.zero_b_hn or anchor.zero_b_hn)  # b_hn = 0 where either cannot hold it
-             for c in cases_for(other, depth, seed) if c.steps > 1 and c.activation in anchor.activations]
+             for c in cases_for(other, depth, seed)
+             if c.steps > 1 and c.activation in anchor.activations and c.options in anchor.options]
     if depth == "full":
         return cases
-    return list({c.activation: c for c in reversed(cases)}.values())[::-1]
+    return list({(c.activation, c.options): c for c in reversed(cases)}.values())[::-1]
 
 
 # Mutations: five steps. A wrong mapping shows from the first step on, with an error/bound
@@ -170,12 +183,13 @@ MUTATION_STEPS = 5
 
 
 def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, activation=None, padding=None,
-            chunks=()) -> Case:
+            chunks=(), options="") -> Case:
     """A case of what a system (an adapter or its class) computes: its family member, the constants
     its mapping folds, the order it reads in, what it reports on padded steps; the activation its
     first one unless given."""
     return Case(adapter.family, input_size, hidden_size, batch, steps, seed, config=config,
                 activation=adapter.activations[0] if activation is None else activation, variant=adapter.variant,
+                options=options,
                 zero_b_hn=adapter.zero_b_hn, forget_bias=adapter.forget_bias,
                 reversed_inputs=adapter.reads_reversed(config), padding=padding,
                 padded_output=adapter.padded_output(config) if padding else "zeros", chunks=tuple(chunks))
@@ -229,10 +243,26 @@ def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
             for i, (config, chunks) in enumerate(rows)]
 
 
+# Options changed or dropped the way converters get them wrong: six steps, where each of the suite's
+# thresholds binds (tests/reference/test_options.py), in a non-square shape.
+OPTION_STEPS = 6
+
+
+def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """One case per non-default activation and per options set a system has (each other factor at its
+    first level): quick, the first of them; default, all; full, all in both shapes."""
+    rows = [(g, "") for g in adapter.activations[1:]] + [(adapter.activations[0], o) for o in adapter.options if o]
+    rows = rows[:1] if depth == "quick" else rows
+    shapes = SHAPES if depth == "full" else SHAPES[1:]
+    return [case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config, activation=g,
+                    options=o) for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))]
+
+
 def mutation_cases(adapter, depth: str = "default") -> list[Case]:
     """The square case, where only values can give a wrong mapping away, and for a cell (default and
     full depth) a non-square one, where a wrong mapping may also be refused by its shapes."""
-    base = case_of(adapter, 4, 4, batch=2, steps=MUTATION_STEPS, seed=6, config=adapter.mutation_config)
+    base = case_of(adapter, 4, 4, batch=2, steps=MUTATION_STEPS, seed=6, config=adapter.mutation_config,
+                   options=adapter.mutation_options)
     if adapter.layer or depth == "quick":
         return [base]
     return [base, base.with_(input_size=3, hidden_size=5, seed=7)]
@@ -274,4 +304,4 @@ def steps_for(adapter, steps: int) -> int:
 
 
 __all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "chunked_cases", "factors",
-           "mutation_cases", "padded_cases", "pair_cases", "steps_for"]
+           "mutation_cases", "option_cases", "padded_cases", "pair_cases", "steps_for"]

@@ -32,7 +32,15 @@ def design(factors: dict[str, tuple], depth: str) -> list[dict]:
     if depth == "full":
         rows = itertools.product(*levels)
     elif depth == "default":
-        rows = all_pairs(levels)
+        # A factor of one level is in every row: left out of the generator, so that adding one
+        # (a system with no options) leaves the design of the others as it was.
+        varied = [i for i, level in enumerate(levels) if len(level) > 1]
+        rows = []
+        for row in all_pairs([levels[i] for i in varied]):
+            full = [level[0] for level in levels]
+            for i, value in zip(varied, row):
+                full[i] = value
+            rows.append(full)
     else:
         rows = ([level[i % len(level)] for level in levels] for i in range(max(map(len, levels))))
     return [dict(zip(names, row)) for row in rows]

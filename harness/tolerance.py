@@ -25,14 +25,28 @@ the computed value may be from it (``Approx``):
   every framework: the concatenated kernel W_h [h; x] and the split
   W_hh h + W_hx x add the same n = H + I (+ 2 biases) terms, in other orders;
   a framework with one summed bias adds the same value in one term fewer.
-- an activation g: e_out = L * e_in + k_g * eps, where L is the largest slope
+- an activation g: e_out = L * e_in + E_g(z), where L is the largest slope
   |g'| on [z - e_in, z + e_in] (exact, not a first-order estimate: see
-  ``reference.activations.max_slope``), eps = 2u is one ulp at 1.0, and k_g the
-  accuracy we assume of the library's g: 4 ulps for tanh and sigmoid, absolute
-  (|g| <= 1, and some implementations, sigmoid as (1 + tanh(z/2)) / 2 or Eigen's
-  rational approximations, are accurate in absolute rather than relative terms;
-  checked on every framework by test_activation_accuracy_assumed_by_the_error_model);
-  0 for relu and identity, which round nothing beyond their argument.
+  ``reference.activations.max_slope``) and E_g(z) the error of evaluating g
+  itself (``activation_error``):
+  - tanh and sigmoid: 4 ulps of 1.0 (eps = 2u), absolute (|g| <= 1, and some
+    implementations, sigmoid as (1 + tanh(z/2)) / 2 or Eigen's rational
+    approximations, are accurate in absolute rather than relative terms);
+  - relu and identity: 0, they round nothing beyond their argument;
+  - the piecewise-linear hard sigmoids clip(a z + b, 0, 1): the clip is exact, and
+    the affine piece costs at most four roundings of its size, 4u (a|z| + b): the
+    constant a (0.2 and 1/6 are not binary fractions, so fl(a) differs from a), the
+    product, the sum, and, computed as relu6(z + 3) / 6, the sum and the division
+    (u (|z| + 3) / 6 + u <= 4u (a|z| + b)). Where both the exact and the computed
+    argument lie on a clipped piece the result is exact: L = 0 there and only E_g
+    remains. A breakpoint inside [z - e_in, z + e_in] costs nothing more: g is
+    a-Lipschitz, so L = a bounds its difference quotient on any interval that
+    reaches the linear piece.
+  E_g is checked on every framework by test_activation_accuracy_assumed_by_the_error_model.
+- a clip to [-t, t] (ONNX ``clip``, TF1 ``cell_clip`` and ``proj_clip``): exact and
+  1-Lipschitz, so e_out = e_in, and none of it where the whole interval [z - e, z + e]
+  is clipped (both values are then +-t); plus u t, since t itself is rounded to the
+  dtype (0.4 is not a float32): e_out = (e_in or 0) + u t.
 - a product or sum of two computed values a, b: |a| e_b + |b| e_a + e_a e_b
   (product) or e_a + e_b (sum), plus one rounding of the result, u * (|result| +
   the propagated error).
@@ -43,7 +57,9 @@ The vanilla cell is one affine sum and one activation per step,
     S_t = |W_hh| (|h_{t-1}| + e_{t-1}) + |W_hx| (|x_t| + e_x) + |b_x| + |b_h|,
 
 and the gated cells are written operation by operation below, reading like
-``reference.gated``. Errors carry over from step to step because a framework
+``reference.gated`` and its options: a peephole term p * c is one more term of its
+gate's sum (one product, like the kernels'), a projection W_proj m is one more
+affine sum, of H terms, coupled gates are 1 - i. Errors carry over from step to step because a framework
 feeds its own computed state back in. A stacked layer reads the layer below's
 computed outputs, so their bound is its input error e_x; ``reference.stack.drive``
 carries values and bounds through layers and directions exactly as it carries
@@ -77,7 +93,7 @@ from functools import partial
 
 import numpy as np
 
-from reference.activations import activation, max_slope
+from reference.activations import HARD_SIGMOIDS, activation, max_slope
 from reference.params import CellParams
 from reference.stack import StackParams, drive
 
@@ -86,8 +102,18 @@ UNIT_ROUNDOFF = {
     "float64": 2.0**-53,
 }
 
-# Assumed accuracy of the library activations, in ulps of 1.0 (see above).
+# Assumed accuracy of the library activations, in ulps of 1.0 (see above); the hard
+# sigmoids' depends on their argument (``activation_error``).
 ACTIVATION_ULPS = {"tanh": 4, "sigmoid": 4, "relu": 0, "identity": 0}
+HARD_SIGMOID_ROUNDINGS = 4
+
+
+def activation_error(g: str, magnitude, u: float):
+    """E_g: the error of the library's g itself, at an argument of at most ``magnitude``."""
+    if g in HARD_SIGMOIDS:
+        a, b = HARD_SIGMOIDS[g]
+        return HARD_SIGMOID_ROUNDINGS * u * (a * np.asarray(magnitude) + b)
+    return ACTIVATION_ULPS[g] * 2 * u + 0 * np.asarray(magnitude)
 
 
 def gamma(n: int, u: float) -> float:
@@ -146,17 +172,28 @@ class Arithmetic:
     def __init__(self, dtype: str):
         self.u = UNIT_ROUNDOFF[dtype]
 
-    def affine(self, products, biases) -> Approx:
-        """sum_k W_k v_k + sum biases, as one sum of n terms in any order."""
-        n = sum(W.shape[1] for W, _ in products) + len(biases)
-        value = sum(W @ v.value for W, v in products) + sum(b[:, None] for b in biases)
-        magnitude = sum(np.abs(W) @ v.magnitude for W, v in products) + sum(np.abs(b)[:, None] for b in biases)
-        propagated = sum(np.abs(W) @ v.error for W, v in products)
+    def affine(self, products, biases, diagonal=()) -> Approx:
+        """sum_k W_k v_k + sum biases (+ sum d * v for ``diagonal`` pairs (d, v): peepholes), as one
+        sum of n terms in any order."""
+        n = sum(W.shape[1] for W, _ in products) + len(biases) + len(diagonal)
+        value = (sum(W @ v.value for W, v in products) + sum(b[:, None] for b in biases)
+                 + sum(d[:, None] * v.value for d, v in diagonal))
+        magnitude = (sum(np.abs(W) @ v.magnitude for W, v in products) + sum(np.abs(b)[:, None] for b in biases)
+                     + sum(np.abs(d)[:, None] * v.magnitude for d, v in diagonal))
+        propagated = sum(np.abs(W) @ v.error for W, v in products) + sum(np.abs(d)[:, None] * v.error
+                                                                           for d, v in diagonal)
         return Approx(value, gamma(n, self.u) * magnitude + propagated)
 
     def act(self, g: str, a: Approx) -> Approx:
         slope = max_slope(g, a.value - a.error, a.value + a.error)
-        return Approx(activation(g)(a.value), slope * a.error + ACTIVATION_ULPS[g] * 2 * self.u)
+        return Approx(activation(g)(a.value), slope * a.error + activation_error(g, a.magnitude, self.u))
+
+    def clip(self, a: Approx, threshold) -> Approx:
+        if threshold is None:
+            return a
+        clipped = (a.value - a.error >= threshold) | (a.value + a.error <= -threshold)
+        rounded_threshold = self.u * threshold  # the threshold in this dtype: 0.4 is not a float32
+        return Approx(np.clip(a.value, -threshold, threshold), np.where(clipped, 0.0, a.error) + rounded_threshold)
 
     def mul(self, a: Approx, b: Approx) -> Approx:
         error = np.abs(a.value) * b.error + np.abs(b.value) * a.error + a.error * b.error
@@ -180,7 +217,8 @@ def _biases(p: CellParams, k: int, extra=()):
 
 
 def rnn_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
-    return {"h": ar.act(p.activation, ar.affine([(p.W_x, x), (p.W_h, state["h"])], _biases(p, 0)))}
+    pre_activation = ar.affine([(p.W_x, x), (p.W_h, state["h"])], _biases(p, 0))
+    return {"h": ar.act(p.activation, ar.clip(pre_activation, p.gate_clip))}
 
 
 def lstm_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
@@ -188,27 +226,39 @@ def lstm_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias
     mapping folds out of the stored bias: two more roundings in that sum, counted as two more
     terms of magnitude |forget_bias|."""
     h, c = state["h"], state["c"]
+    f_act, g_act, h_act = p.gate_activations
     W_x, W_h = np.split(p.W_x, 4), np.split(p.W_h, 4)
+    peep = np.split(p.peepholes, 3) if p.peepholes is not None else None
     folded = [np.full(p.hidden_size, forget_bias), np.full(p.hidden_size, -forget_bias)] if forget_bias else []
-    a = [ar.affine([(W_x[k], x), (W_h[k], h)], _biases(p, k, folded if k == 1 else ())) for k in range(4)]
-    i, f, g, o = ar.act("sigmoid", a[0]), ar.act("sigmoid", a[1]), ar.act("tanh", a[2]), ar.act("sigmoid", a[3])
-    c = ar.add(ar.mul(f, c), ar.mul(i, g))
-    return {"h": ar.mul(o, ar.act("tanh", c)), "c": c}
+
+    def pre_activation(k, biases=(), diagonal=()):
+        return ar.clip(ar.affine([(W_x[k], x), (W_h[k], h)], _biases(p, k, biases), diagonal), p.gate_clip)
+
+    i = ar.act(f_act, pre_activation(0, diagonal=[(peep[0], c)] if peep else []))
+    f = ar.one_minus(i) if p.coupled_gates else ar.act(f_act, pre_activation(1, folded, [(peep[1], c)] if peep else []))
+    g = ar.act(g_act, pre_activation(2))
+    c = ar.clip(ar.add(ar.mul(f, c), ar.mul(i, g)), p.cell_clip)
+    o = ar.act(f_act, pre_activation(3, diagonal=[(peep[2], c)] if peep else []))
+    h = ar.mul(o, ar.act(h_act, ar.clip(c, p.gate_clip)))
+    if p.W_proj is not None:
+        h = ar.clip(ar.affine([(p.W_proj, h)], []), p.proj_clip)
+    return {"h": h, "c": c}
 
 
 def gru_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
     """The update is written (1 - z) n + z h (PyTorch's docs, Keras) or n + z (h - n)
     (PyTorch's fused kernel); the bound covers both."""
     h = state["h"]
+    f_act, g_act = p.gate_activations
     (W_xr, W_xz, W_xn), (W_hr, W_hz, W_hn) = np.split(p.W_x, 3), np.split(p.W_h, 3)
     b_r, b_z, b_n = (_biases(p, k) for k in range(3))
-    r = ar.act("sigmoid", ar.affine([(W_xr, x), (W_hr, h)], b_r))
-    z = ar.act("sigmoid", ar.affine([(W_xz, x), (W_hz, h)], b_z))
+    r = ar.act(f_act, ar.clip(ar.affine([(W_xr, x), (W_hr, h)], b_r), p.gate_clip))
+    z = ar.act(f_act, ar.clip(ar.affine([(W_xz, x), (W_hz, h)], b_z), p.gate_clip))
     if p.variant == "reset_after":
         inner = ar.mul(r, ar.affine([(W_hn, h)], b_n[1:]))
-        n = ar.act("tanh", ar.add(ar.affine([(W_xn, x)], b_n[:1]), inner))
+        n = ar.act(g_act, ar.clip(ar.add(ar.affine([(W_xn, x)], b_n[:1]), inner), p.gate_clip))
     else:
-        n = ar.act("tanh", ar.affine([(W_xn, x), (W_hn, ar.mul(r, h))], b_n))
+        n = ar.act(g_act, ar.clip(ar.affine([(W_xn, x), (W_hn, ar.mul(r, h))], b_n), p.gate_clip))
     h_next = ar.add(ar.mul(ar.one_minus(z), n), ar.mul(z, h))
     # Another order of the same update, n + z (h - n), propagates errors in n, z and h
     # alike (same function, same derivatives) but rounds other intermediates: allow
@@ -226,8 +276,8 @@ def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, s
     p = p.astype(np.float64)
     batch = xs.value.shape[1]
     keys = ("h", "c") if p.family == "lstm" else ("h",)
-    zeros = exact(np.zeros((batch, p.hidden_size)))  # a state not given is zeros, as in the reference
-    state = {key: (zeros if state is None or key not in state else state[key]).T for key in keys}
+    zeros = {key: exact(np.zeros((batch, p.state_size(key)))) for key in keys}  # as in the reference
+    state = {key: (zeros[key] if state is None or key not in state else state[key]).T for key in keys}
     trace = {key: [] for key in keys}
     for t in range(xs.value.shape[0]):
         state = STEPS[p.family](ar, p, xs[t].T, state, forget_bias)

@@ -3,6 +3,17 @@
 Each activation also knows the largest slope it can have on an interval,
 which the error model in ``harness.tolerance`` needs to carry an error in the
 pre-activation through g.
+
+Two functions go by the name "hard_sigmoid", and the names here keep them apart:
+
+    hard_sigmoid_0.2    clip(0.2 z + 0.5, 0, 1)   Keras 2 (tf_keras), ONNX HardSigmoid's
+                                                  defaults (alpha 0.2, beta 0.5), Theano
+    hard_sigmoid_relu6  relu6(z + 3) / 6          Keras 3, jax.nn.hard_sigmoid,
+                        = clip(z / 6 + 0.5, 0, 1)  torch.nn.Hardsigmoid
+
+Keras 2 used "hard_sigmoid" as the default recurrent activation of LSTM and GRU
+before 2.3: such a model rebuilt in Keras 3 under the same name computes the
+second function (tests/equivalence/test_non_equivalence.py measures it).
 """
 
 from __future__ import annotations
@@ -15,11 +26,20 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
+# Piecewise-linear sigmoids clip(a z + b, 0, 1), by name: (a, b).
+HARD_SIGMOIDS = {"hard_sigmoid_0.2": (0.2, 0.5), "hard_sigmoid_relu6": (1.0 / 6.0, 0.5)}
+
+
+def _hard_sigmoid(a: float, b: float):
+    return lambda z: np.clip(a * z + b, 0.0, 1.0).astype(z.dtype, copy=False)
+
+
 ACTIVATIONS = {
     "tanh": np.tanh,
     "relu": lambda z: np.maximum(z, 0.0).astype(z.dtype, copy=False),
     "sigmoid": _sigmoid,
     "identity": lambda z: z,
+    **{name: _hard_sigmoid(a, b) for name, (a, b) in HARD_SIGMOIDS.items()},
 }
 
 
@@ -34,10 +54,14 @@ def activation(name: str):
 
 
 def max_slope(name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Largest |g'(z)| over z in [lo, hi], elementwise.
+    """Largest |g'(z)| over z in [lo, hi], elementwise (for a piecewise-linear g, its largest
+    difference quotient there, which is what carrying an error through g needs).
 
     tanh' and sigmoid' peak at 0 and fall off monotonically on either side, so
-    the maximum sits at the point of the interval nearest to 0.
+    the maximum sits at the point of the interval nearest to 0. A hard sigmoid has
+    slope a on its linear piece (-b/a, (1-b)/a) and 0 where it is clipped: a if the
+    interval reaches into the linear piece, else 0 (a breakpoint inside the interval
+    costs nothing more, the function being a-Lipschitz).
     """
     nearest_zero = np.clip(0.0, lo, hi)
     if name == "tanh":
@@ -49,5 +73,8 @@ def max_slope(name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return (hi > 0).astype(np.float64)
     if name == "identity":
         return np.ones_like(lo, dtype=np.float64)
+    if name in HARD_SIGMOIDS:
+        a, b = HARD_SIGMOIDS[name]
+        return np.where((hi > -b / a) & (lo < (1 - b) / a), a, 0.0)
     activation(name)  # raises the error that lists the known names
     raise AssertionError("unreachable")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.gated import gru_step, lstm_step
+from reference.activations import activation
+from reference.gated import clip, gru_step, lstm_step
 from reference.params import CellParams
 from reference.rnn import split_step
 
@@ -20,6 +21,9 @@ def state_keys(family: str) -> tuple[str, ...]:
 
 def step(p: CellParams, x, state: dict) -> dict:
     """One step on columns: x (I, batch), state {"h": (H, batch), ...} -> the next state."""
+    if p.family == "rnn" and p.gate_clip is not None:  # the lecture's formula, clipped before g
+        pre_activation = split_step(p.W_hh, p.W_hx, state["h"], x, p.b, "identity")
+        return {"h": activation(p.activation)(clip(pre_activation, p.gate_clip))}
     if p.family == "rnn":
         return {"h": split_step(p.W_hh, p.W_hx, state["h"], x, p.b, p.activation)}
     if p.family == "lstm":
@@ -36,16 +40,17 @@ def check_sequence(p: CellParams, xs, state):
         raise ValueError(f"xs: expected shape (T, batch, I) with I={p.input_size}, got {xs.shape}")
     if xs.dtype != p.dtype:
         raise TypeError(f"xs: expected dtype {p.dtype} (the parameters' dtype), got {xs.dtype}")
-    expected = (xs.shape[1], p.hidden_size)
     checked = {}
     for key in state_keys(p.family):
+        expected = (xs.shape[1], p.state_size(key))
         value = None if state is None else state.get(key)
         if value is None:
             checked[key] = np.zeros(expected, p.dtype)
             continue
         value = np.asarray(value)
         if value.shape != expected:
-            raise ValueError(f"{key}0: expected shape (batch, H) = {expected}, got {value.shape}")
+            size = "P" if p.state_size(key) != p.hidden_size else "H"
+            raise ValueError(f"{key}0: expected shape (batch, {size}) = {expected}, got {value.shape}")
         if value.dtype != p.dtype:
             raise TypeError(f"{key}0: expected dtype {p.dtype} (the parameters' dtype), got {value.dtype}")
         checked[key] = value

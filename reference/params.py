@@ -15,8 +15,23 @@ keeps both biases and so loses nothing):
 
 For the vanilla RNN the lecture's names are aliases: W_hx = W_x, W_hh = W_h,
 and the lecture's single bias is b = b_x + b_h. ``b_x`` and ``b_h`` are both
-None for a cell without bias. Room for options later (peepholes, projection)
-is a new optional field, validated here like the others.
+None for a cell without bias.
+
+Options (every one optional, validated here like the tensors; ``reference.gated``
+has the equations, ``OPTIONS`` the name of each):
+
+    activation  rnn: g. Gated: "default" (sigmoid gates, tanh candidate and output), or
+                the activations by name, "f,g,h" for an LSTM (gates, candidate, output:
+                ONNX's order) and "f,g" for a GRU (gates, candidate)
+    peepholes   lstm: (3H,) diagonal weights from c to the gates i, f, o, in that order
+                (i and f read c_{t-1}, o reads c_t)
+    W_proj      lstm: (P, H) projection of the output, h = W_proj (o * h(c)); the state h
+                and W_h's columns then have size P, c keeps size H
+    cell_clip   lstm: c clipped to [-cell_clip, cell_clip] after each update (TF1)
+    proj_clip   lstm with a projection: the projected h clipped likewise (TF1)
+    gate_clip   any: the argument of every activation clipped to [-gate_clip, gate_clip]
+                (ONNX ``clip``; an LSTM's c on its way into h(c) too, the state c not)
+    coupled_gates  lstm: the forget gate is 1 - i (ONNX ``input_forget=1``)
 """
 
 from __future__ import annotations
@@ -28,8 +43,21 @@ import numpy as np
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 GATES = {"rnn": ("h",), "lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
 GRU_VARIANTS = ("reset_after", "reset_before")
-RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid", "identity")
-GATED = "default"  # the activation name of a gated cell: sigmoid gates, tanh candidate, fixed
+RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")
+GATED = "default"  # the activation name of a gated cell's defaults: sigmoid gates, tanh candidate and output
+GATED_DEFAULTS = {"lstm": ("sigmoid", "tanh", "tanh"), "gru": ("sigmoid", "tanh")}
+OPTIONS = ("peepholes", "projection", "cell_clip", "proj_clip", "gate_clip", "coupled_gates")
+LSTM_ONLY_OPTIONS = ("peepholes", "projection", "cell_clip", "proj_clip", "coupled_gates")
+# Option values of random parameters (``CellParams.random``): thresholds the seeded cells cross
+# within a few steps (tests/reference/test_options.py checks each option changes the results by
+# far more than rounding; over 6 seeds and 4 shapes, 6 steps, at least 2.6e3 times the bound),
+# none of them a float32 (so the rounding of a threshold is exercised too); a projection to 2
+# fewer units than the cell has.
+CELL_CLIP, PROJ_CLIP, GATE_CLIP = 0.3, 0.05, 0.8
+
+
+def projection_size(hidden_size: int) -> int:
+    return max(1, hidden_size - 2)
 # Gate scales for random parameters: visibly different, so that a swapped pair of
 # gates changes the result even where the gates' activations agree.
 GATE_SCALES = {"rnn": (1.0,), "lstm": (1.0, 0.6, 1.4, 0.8), "gru": (1.2, 0.7, 1.0)}
@@ -62,15 +90,18 @@ class CellParams:
     b_h: np.ndarray | None
     activation: str = field(default="")  # rnn: g ("tanh" if not given); gated: GATED
     variant: str = field(default="")  # gru: "reset_after" (if not given) or "reset_before"; else ""
+    peepholes: np.ndarray | None = None  # lstm: (3H,), gates i, f, o
+    W_proj: np.ndarray | None = None  # lstm: (P, H)
+    cell_clip: float | None = None  # lstm
+    proj_clip: float | None = None  # lstm with W_proj
+    gate_clip: float | None = None
+    coupled_gates: bool = False  # lstm
 
     def __post_init__(self):
         if self.family not in GATES:
             raise ValueError(f"family: expected one of {sorted(GATES)}, got {self.family!r}")
-        rnn, gru = self.family == "rnn", self.family == "gru"
-        activation = self.activation or ("tanh" if rnn else GATED)
-        if activation not in (RNN_ACTIVATIONS if rnn else (GATED,)):
-            expected = RNN_ACTIVATIONS if rnn else (GATED,)
-            raise ValueError(f"activation: expected one of {expected} for {self.family}, got {activation!r}")
+        gru = self.family == "gru"
+        activation = self._checked_activation()
         variant = self.variant or ("reset_after" if gru else "")
         if variant not in (GRU_VARIANTS if gru else ("",)):
             raise ValueError(f"variant: expected one of {GRU_VARIANTS if gru else ('',)} for {self.family}, "
@@ -78,31 +109,85 @@ class CellParams:
         G, symbols = len(GATES[self.family]), self._symbols()
         GH = f"{G}H" if G > 1 else "H"
         W_h = np.asarray(self.W_h)
-        if W_h.ndim != 2 or W_h.shape[0] != G * W_h.shape[1]:
-            raise ValueError(f"{symbols['W_h']}: expected shape ({GH}, H) for {self.family} "
-                             f"(gates {', '.join(GATES[self.family])}), got {W_h.shape}")
-        H = W_h.shape[1]
-        W_h = check_float_array(symbols["W_h"], W_h, (G * H, H), f"({GH}, H)")
+        tensors = {}
+        if self.W_proj is None:
+            if W_h.ndim != 2 or W_h.shape[0] != G * W_h.shape[1]:
+                raise ValueError(f"{symbols['W_h']}: expected shape ({GH}, H) for {self.family} "
+                                 f"(gates {', '.join(GATES[self.family])}), got {W_h.shape}")
+            H = P = W_h.shape[1]
+            W_h = check_float_array(symbols["W_h"], W_h, (G * H, H), f"({GH}, H)")
+            source = f"H={H} from {symbols['W_h']}'s shape {W_h.shape}"
+        else:
+            self._check_lstm_option("W_proj")
+            W_proj = np.asarray(self.W_proj)
+            if W_proj.ndim != 2:
+                raise ValueError(f"W_proj: expected a 2-D array of shape (P, H), got shape {W_proj.shape}")
+            P, H = W_proj.shape
+            source = f"P={P}, H={H} from W_proj's shape {W_proj.shape}"
+            tensors["W_proj"] = check_float_array("W_proj", W_proj, (P, H), "(P, H)")
+            W_h = check_float_array(symbols["W_h"], W_h, (G * H, P), f"({GH}, P)", source)
         W_x = np.asarray(self.W_x)
         if W_x.ndim != 2:
             raise ValueError(f"{symbols['W_x']}: expected a 2-D array of shape ({GH}, I), got shape {W_x.shape}")
-        source = f"H={H} from {symbols['W_h']}'s shape {W_h.shape}"
-        W_x = check_float_array(symbols["W_x"], W_x, (G * H, W_x.shape[1]), f"({GH}, I)", source)
+        tensors.update(W_x=check_float_array(symbols["W_x"], W_x, (G * H, W_x.shape[1]), f"({GH}, I)", source),
+                       W_h=W_h)
         if (self.b_x is None) != (self.b_h is None):
             raise ValueError(
                 f"b_x and b_h: expected both arrays of shape ({GH},) or both None (no bias), "
                 f"got b_x={'None' if self.b_x is None else 'an array'}, b_h={'None' if self.b_h is None else 'an array'}")
-        tensors = {"W_x": W_x, "W_h": W_h}
         if self.b_x is not None:
             for name in ("b_x", "b_h"):
                 tensors[name] = check_float_array(name, getattr(self, name), (G * H,), f"({GH},)", source)
+        if self.peepholes is not None:
+            self._check_lstm_option("peepholes")
+            tensors["peepholes"] = check_float_array("peepholes", self.peepholes, (3 * H,),
+                                                     "(3H,) (gates i, f, o)", source)
         dtypes = {symbols.get(name, name): t.dtype for name, t in tensors.items()}
         if len(set(dtypes.values())) != 1:
             raise TypeError(f"expected one dtype for all parameters, got {dtypes}")
+        for name in ("cell_clip", "proj_clip", "gate_clip"):
+            self._check_threshold(name)
+        if self.proj_clip is not None and self.W_proj is None:
+            raise ValueError("proj_clip: expected a projection W_proj to clip, got W_proj=None")
+        if not isinstance(self.coupled_gates, (bool, np.bool_)):
+            raise TypeError(f"coupled_gates: expected True or False, got {self.coupled_gates!r}")
+        if self.coupled_gates:
+            self._check_lstm_option("coupled_gates")
         for name, tensor in tensors.items():
             object.__setattr__(self, name, tensor)
         object.__setattr__(self, "activation", activation)
         object.__setattr__(self, "variant", variant)
+
+    def _checked_activation(self) -> str:
+        """The activation by name, "default" for a gated cell's defaults however spelled."""
+        if self.family == "rnn":
+            activation = self.activation or "tanh"
+            if activation not in RNN_ACTIVATIONS:
+                raise ValueError(f"activation: expected one of {RNN_ACTIVATIONS} for rnn, got {activation!r}")
+            return activation
+        defaults = GATED_DEFAULTS[self.family]
+        names = tuple((self.activation or GATED).split(","))
+        if names == (GATED,) or names == defaults:
+            return GATED
+        spelled = "f,g,h (gates, candidate, output)" if self.family == "lstm" else "f,g (gates, candidate)"
+        if len(names) != len(defaults) or not set(names) <= set(RNN_ACTIVATIONS):
+            raise ValueError(f"activation: expected {GATED!r} or {len(defaults)} names {spelled} from "
+                             f"{RNN_ACTIVATIONS} for {self.family}, got {self.activation!r}")
+        return ",".join(names)
+
+    def _check_lstm_option(self, name: str) -> None:
+        if self.family != "lstm":
+            raise ValueError(f"{name}: an option of LSTM cells only, got it for a {self.family} cell")
+
+    def _check_threshold(self, name: str) -> None:
+        value = getattr(self, name)
+        if value is None:
+            return
+        if name != "gate_clip":
+            self._check_lstm_option(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 < value < np.inf:
+            raise ValueError(f"{name}: expected a positive finite threshold (or None), got {value!r}")
+        object.__setattr__(self, name, float(value))
 
     def _symbols(self) -> dict[str, str]:
         """The lecture's names of the vanilla RNN's kernels, used in its error messages."""
@@ -129,7 +214,39 @@ class CellParams:
 
     @property
     def hidden_size(self) -> int:
+        """H, the cell's units (c's size; h's too without a projection)."""
+        return self.W_h.shape[0] // len(self.gates)
+
+    @property
+    def output_size(self) -> int:
+        """The size of h: P with a projection, else H."""
         return self.W_h.shape[1]
+
+    def state_size(self, key: str) -> int:
+        return self.hidden_size if key == "c" else self.output_size
+
+    @property
+    def gate_activations(self) -> tuple[str, ...]:
+        """Gated cells: (f, g, h) for an LSTM, (f, g) for a GRU, by name; rnn: (g,)."""
+        if self.family == "rnn":
+            return (self.activation,)
+        return GATED_DEFAULTS[self.family] if self.activation == GATED else tuple(self.activation.split(","))
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The options set, by name (``OPTIONS``), activations aside."""
+        present = {"peepholes": self.peepholes is not None, "projection": self.W_proj is not None,
+                   "cell_clip": self.cell_clip is not None, "proj_clip": self.proj_clip is not None,
+                   "gate_clip": self.gate_clip is not None, "coupled_gates": self.coupled_gates}
+        return tuple(name for name in OPTIONS if present[name])
+
+    def without_option(self, name: str) -> "CellParams":
+        """The cell with one option dropped (as a converter that ignores it computes)."""
+        field_of = {"peepholes": "peepholes", "projection": "W_proj", "cell_clip": "cell_clip",
+                    "proj_clip": "proj_clip", "gate_clip": "gate_clip", "coupled_gates": "coupled_gates"}
+        if name == "projection":
+            raise ValueError("projection: cannot be dropped alone (W_h's columns have its size)")
+        return replace(self, **{field_of[name]: False if name == "coupled_gates" else None})
 
     @property
     def input_size(self) -> int:
@@ -146,7 +263,10 @@ class CellParams:
     @property
     def kind(self) -> str:
         """What the cell computes, in one word: "rnn-tanh", "lstm", "gru-reset_before"."""
-        return {"rnn": f"rnn-{self.activation}", "lstm": "lstm", "gru": f"gru-{self.variant}"}[self.family]
+        kind = {"rnn": f"rnn-{self.activation}", "lstm": "lstm", "gru": f"gru-{self.variant}"}[self.family]
+        if self.family != "rnn" and self.activation != GATED:
+            kind += f"[{self.activation}]"
+        return "+".join((kind, *self.options))
 
     def gate(self, tensor: np.ndarray, name: str) -> np.ndarray:
         """Rows (or entries) of one gate of a stacked tensor, by gate name."""
@@ -156,7 +276,7 @@ class CellParams:
     def astype(self, dtype) -> "CellParams":
         convert = lambda t: None if t is None else t.astype(dtype)
         return replace(self, W_x=convert(self.W_x), W_h=convert(self.W_h), b_x=convert(self.b_x),
-                       b_h=convert(self.b_h))
+                       b_h=convert(self.b_h), peepholes=convert(self.peepholes), W_proj=convert(self.W_proj))
 
     def replace(self, **changes) -> "CellParams":
         """A copy with some fields changed; the vanilla names W_hx and W_hh are accepted too."""
@@ -168,7 +288,7 @@ class CellParams:
 
     @classmethod
     def random(cls, family: str, input_size: int, hidden_size: int, seed, dtype=np.float64,
-               activation: str = "", variant: str = "") -> "CellParams":
+               activation: str = "", variant: str = "", options: tuple[str, ...] = ()) -> "CellParams":
         """Seeded parameters in which every value is distinct and exactly a float32.
 
         Exact float32 values let a float32 framework and the float64 reference
@@ -180,19 +300,43 @@ class CellParams:
         ``W_h`` is scaled so that its absolute row sums stay near 0.8 times the
         gate's scale: the recurrence contracts, and errors (and relu states) do
         not grow exponentially over long sequences.
+
+        ``options`` (names from ``OPTIONS``) adds peepholes and a projection (to
+        ``projection_size(H)`` units) drawn the same way, and the thresholds
+        ``CELL_CLIP``, ``PROJ_CLIP``, ``GATE_CLIP``. Without options the draw is the one
+        it always was, so the cases of cells without options keep their data.
         """
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(f"options: expected names from {OPTIONS}, got {unknown}")
         rng = np.random.default_rng(seed)
         G, H, I = len(GATES[family]), hidden_size, input_size
+        P = projection_size(H) if "projection" in options else H
         scale = np.repeat(GATE_SCALES[family], H)[:, None]
         while True:
             W_x = rng.uniform(-1, 1, (G * H, I)) / np.sqrt(I) * scale
-            W_h = rng.uniform(-1, 1, (G * H, H)) * (1.6 / H) * scale
+            W_h = rng.uniform(-1, 1, (G * H, P)) * (1.6 / P) * scale
             b_x = rng.uniform(0.05, 0.5, G * H) * rng.choice([-1, 1], G * H)
             b_h = rng.uniform(0.05, 0.5, G * H) * rng.choice([-1, 1], G * H)
             values = [t.astype(np.float32) for t in (W_x, W_h, b_x, b_h)]
             flat = np.concatenate([v.ravel() for v in values])
             if np.unique(np.abs(flat)).size == flat.size:
-                return cls(family, *(v.astype(dtype) for v in values), activation=activation, variant=variant)
+                break
+        extras, extra_rng = {}, np.random.default_rng([*np.atleast_1d(seed), 9])
+        while "peepholes" in options or "projection" in options:
+            if "peepholes" in options:
+                extras["peepholes"] = (extra_rng.uniform(0.1, 0.6, 3 * H)
+                                       * extra_rng.choice([-1, 1], 3 * H)).astype(np.float32)
+            if "projection" in options:
+                extras["W_proj"] = (extra_rng.uniform(-1, 1, (P, H)) * (2.0 / H)).astype(np.float32)
+            every = np.concatenate([flat, *(v.ravel() for v in extras.values())])
+            if np.unique(np.abs(every)).size == every.size:
+                break
+        thresholds = {"cell_clip": CELL_CLIP, "proj_clip": PROJ_CLIP, "gate_clip": GATE_CLIP}
+        return cls(family, *(v.astype(dtype) for v in values), activation=activation, variant=variant,
+                   **{name: value.astype(dtype) for name, value in extras.items()},
+                   **{name: value for name, value in thresholds.items() if name in options},
+                   coupled_gates="coupled_gates" in options)
 
     @classmethod
     def rnn(cls, W_hx, W_hh, b_x=None, b_h=None, activation: str = "tanh") -> "CellParams":

@@ -25,7 +25,7 @@ import numpy as np
 
 from reference.cells import sequence, state_keys
 from reference.padding import PADDED_OUTPUTS, Padding
-from reference.params import CellParams
+from reference.params import CellParams, projection_size
 
 DIRECTIONS = ("forward", "backward")
 
@@ -44,21 +44,22 @@ class StackParams:
         if D not in (1, 2) or any(len(layer) != D for layer in layers):
             raise ValueError(f"layers: expected 1 or 2 directions in every layer, got {[len(l) for l in layers]}")
         first = layers[0][0]
-        H = first.hidden_size
+        H, P = first.hidden_size, first.output_size
         for k, layer in enumerate(layers):
-            expected_input = first.input_size if k == 0 else D * H
+            expected_input = first.input_size if k == 0 else D * P
             for d, params in enumerate(layer):
                 where = f"layer {k} {DIRECTIONS[d]}"
-                if params.hidden_size != H:
-                    raise ValueError(f"{where}: expected hidden size H={H}, got {params.hidden_size}")
+                if (params.hidden_size, params.output_size) != (H, P):
+                    raise ValueError(f"{where}: expected hidden size H={H} and output size {P}, got "
+                                     f"{params.hidden_size} and {params.output_size}")
                 if params.input_size != expected_input:
-                    source = "the inputs" if k == 0 else f"D*H={D}*{H} from layer {k - 1}"
+                    source = "the inputs" if k == 0 else f"D*{'P' if P != H else 'H'}={D}*{P} from layer {k - 1}"
                     raise ValueError(f"{where}: {params._symbols()['W_x']}: expected input size {expected_input} "
                                      f"({source}), got {params.input_size}")
-                same = (params.dtype, params.has_bias, params.kind)
-                if same != (first.dtype, first.has_bias, first.kind):
-                    raise TypeError(f"{where}: expected dtype, bias and cell {(str(first.dtype), first.has_bias, first.kind)}"
-                                    f" like layer 0, got {(str(params.dtype), params.has_bias, params.kind)}")
+                same = lambda p: (str(p.dtype), p.has_bias, p.kind, p.cell_clip, p.proj_clip, p.gate_clip)
+                if same(params) != same(first):
+                    raise TypeError(f"{where}: expected dtype, bias, cell and clipping thresholds {same(first)} "
+                                    f"like layer 0, got {same(params)}")
         object.__setattr__(self, "layers", layers)
 
     @classmethod
@@ -83,10 +84,10 @@ class StackParams:
         return self.layers[0][0]
 
     def __getattr__(self, name):
-        # family, activation, variant, kind, input_size, hidden_size, dtype, has_bias: layer 0's,
+        # family, activation, variant, kind (options too), sizes, dtype, has_bias: layer 0's,
         # which the checks above make every layer's.
         if name in ("family", "activation", "variant", "kind", "gates", "input_size", "hidden_size", "dtype",
-                    "has_bias"):
+                    "has_bias", "output_size", "state_size", "options", "gate_activations"):
             return getattr(self.layers[0][0], name)
         raise AttributeError(name)
 
@@ -104,13 +105,14 @@ class StackParams:
 
     @classmethod
     def random(cls, family, input_size, hidden_size, num_layers=1, bidirectional=False, seed=0,
-               dtype=np.float64, bias=True, activation="", variant="") -> "StackParams":
+               dtype=np.float64, bias=True, activation="", variant="", options=()) -> "StackParams":
         D = 2 if bidirectional else 1
+        output_size = projection_size(hidden_size) if "projection" in options else hidden_size
         layers = []
         for k in range(num_layers):
-            layer_input = input_size if k == 0 else D * hidden_size
-            layer = [CellParams.random(family, layer_input, hidden_size, [seed, k, d], dtype, activation, variant)
-                     for d in range(D)]
+            layer_input = input_size if k == 0 else D * output_size
+            layer = [CellParams.random(family, layer_input, hidden_size, [seed, k, d], dtype, activation, variant,
+                                       options) for d in range(D)]
             layers.append([p if bias else p.without_bias() for p in layer])
         return cls(layers)
 
@@ -206,10 +208,11 @@ def run_stack(stack, xs, state=None, padding: Padding | None = None, padded_outp
         unknown = sorted(set(state) - set(state_keys(stack.family)))
         if unknown:
             raise ValueError(f"state: expected keys {list(state_keys(stack.family))} for {stack.family}, got {unknown}")
-        expected = (stack.num_layers * stack.num_directions, xs.shape[1], stack.hidden_size)
         for key, value in state.items():
+            expected = (stack.num_layers * stack.num_directions, xs.shape[1], stack.state_size(key))
             if np.shape(value) != expected:
-                raise ValueError(f"{key}0: expected shape (num_layers*num_directions, batch, H) = {expected}, "
+                size = "P" if stack.state_size(key) != stack.hidden_size else "H"
+                raise ValueError(f"{key}0: expected shape (num_layers*num_directions, batch, {size}) = {expected}, "
                                  f"got {np.shape(value)}")
     for padded in padding if isinstance(padding, tuple) else (padding,):
         if padded is not None:

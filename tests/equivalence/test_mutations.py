@@ -6,7 +6,12 @@ a dropped or doubled bias, the wrong concatenation order). On the square case
 the shapes still fit, so only the values can give it away; on the non-square
 case the adapter may instead refuse the shapes, which also counts as caught,
 provided the error names the framework's own parameter.
+
+Options are gotten wrong at the level of the cell (an option dropped, another activation), on
+the options design's cases: ``test_options_dropped_or_confused_are_detected``.
 """
+
+import pytest
 
 from harness.compare import compare_outputs
 
@@ -21,7 +26,8 @@ def test_wrong_mapping_is_detected(adapter, mutation, mutation_case, record):
         actual = adapter.run_native(wrong, case.inputs(dtype), case.state(dtype), case.config, case.stack().activation)
     except ValueError as error:
         assert "expected shape" in str(error), error
-        assert case.input_size != case.hidden_size, f"a square case must be caught by value: {error}"
+        square = case.input_size == case.hidden_size and "projection" not in case.option_names  # P < H always
+        assert not square, f"a square case must be caught by value: {error}"
         record("mutation", adapter, mutation=mutation, detected=True, by="shape check")
         return
     comparison = compare_outputs(actual, adapter.arrange(case.reference(), case.config),
@@ -29,3 +35,40 @@ def test_wrong_mapping_is_detected(adapter, mutation, mutation_case, record):
     record("mutation", adapter, mutation=mutation, detected=not comparison.equivalent, by="values",
            ratio=comparison.ratio)
     assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"mutation went undetected: {comparison.message()}"
+
+
+# The hard sigmoid of the other Keras version (reference.activations): the name both go by.
+CONFUSED_ACTIVATIONS = {"hard_sigmoid_0.2": "hard_sigmoid_relu6", "hard_sigmoid_relu6": "hard_sigmoid_0.2"}
+
+
+def options_gotten_wrong(adapter, case, dtype):
+    """The case's cell as a converter gets its options wrong, as cells the system takes: each option
+    dropped (a projection cannot be: W_h has its size, and its mutations are the adapters'), the
+    system's default activations for the case's, and the other hard sigmoid for one."""
+    stack = case.stack(dtype)
+    for name in case.option_names:
+        if name != "projection":
+            yield f"{name} dropped", stack.map(lambda p, name=name: p.without_option(name))
+    default = adapter.activations[0]
+    if case.activation != default:
+        yield f"activation {default} for {case.activation}", stack.map(lambda p: p.replace(activation=default))
+    confused = ",".join(CONFUSED_ACTIVATIONS.get(name, name) for name in case.activation.split(","))
+    if confused != case.activation and confused in adapter.activations:
+        yield f"activation {confused} for {case.activation}", stack.map(lambda p: p.replace(activation=confused))
+
+
+@pytest.mark.design("options")
+@pytest.mark.known_issues
+def test_options_dropped_or_confused_are_detected(adapter, case, record):
+    """No option test that cannot fail: on the options design's cases (where every threshold binds),
+    the system run with an option dropped, or another activation, is far from the reference."""
+    dtype = "float32"
+    wrong = list(options_gotten_wrong(adapter, case, dtype))
+    assert wrong, f"{case}: no option or activation to get wrong"
+    expected, bounds = (adapter.arrange(r, case.config) for r in (case.reference(), case.bound_vs_reference(dtype)))
+    for what, params in wrong:
+        actual = adapter.run(params, case.inputs(dtype), case.state(dtype), case.config)
+        comparison = compare_outputs(actual, expected, bounds, f"{adapter.describe()} with {what}, {case.describe(dtype)}")
+        record("mutation", adapter, mutation=what, detected=not comparison.equivalent, by="values",
+               ratio=comparison.ratio)
+        assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"{what} went undetected: {comparison.message()}"

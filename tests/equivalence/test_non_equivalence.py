@@ -12,7 +12,7 @@ from packaging.version import Version
 from frameworks.base import distribution_version
 from harness.cases import Case, cases_for, padded_cases, padded_right_in_float32
 from harness.compare import compare, compare_outputs
-from harness.tolerance import pair_bound
+from harness.tolerance import pair_bound, reference_and_bound
 from reference.padding import Padding
 from reference.stack import run_stack
 
@@ -135,3 +135,58 @@ def test_pre_padded_batch_where_post_padding_is_assumed(adapter, record):
     padded_difference(record, adapter, pre, actual, pre.reference(), "the pre-padded batch's reference",
                       f"{adapter.name} takes lengths and assumes post-padding: a pre-padded batch runs over its "
                       "padding instead of its last real steps")
+
+
+def keras3_twin(name: str) -> str:
+    """The Keras 3 (TensorFlow backend) system of a Keras 2 (tf_keras) one: tf-keras-lstm -> keras-tf-lstm."""
+    return "keras-tf" + name[len("tf-keras"):]
+
+
+@pytest.mark.applies_to(lambda cls: cls.name.startswith("tf-keras") and not cls.layer
+                        and any("hard_sigmoid_0.2" in g for g in cls.activations))
+def test_keras2_hard_sigmoid_is_not_keras3_hard_sigmoid_by_name(adapter, load_system, record):
+    """A Keras 2 model using "hard_sigmoid" (the default recurrent_activation of LSTM and GRU before
+    Keras 2.3) rebuilt in Keras 3 under the same name: clip(0.2 z + 0.5, 0, 1) becomes
+    relu6(z + 3) / 6. Same weights, same name, another function."""
+    keras3, dtype = load_system(keras3_twin(adapter.name)), "float32"
+    keras2_spec = next(g for g in adapter.activations if "hard_sigmoid_0.2" in g)
+    keras3_spec = keras2_spec.replace("hard_sigmoid_0.2", "hard_sigmoid_relu6")
+    assert keras3_spec in keras3.activations, f"{keras3.name} does not compute {keras3_spec}"
+    assert adapter.native_activation("hard_sigmoid_0.2") == keras3.native_activation("hard_sigmoid_relu6") \
+        == "hard_sigmoid", "both Kerases call their function 'hard_sigmoid'"
+    keras2_case = long_case(adapter.family, activation=keras2_spec, variant=adapter.variant)
+    keras3_case = keras2_case.with_(activation=keras3_spec)
+    xs, state = keras2_case.inputs(dtype), keras2_case.state(dtype)
+    bound = pair_bound(keras2_case.bound(dtype)["output"], keras3_case.bound(dtype)["output"])
+    prove_different(record, adapter, keras3.name, adapter.run(keras2_case.stack(dtype), xs, state),
+                    keras3.run(keras3_case.stack(dtype), xs, state), bound,
+                    "'hard_sigmoid' is clip(0.2 z + 0.5, 0, 1) in Keras 2 and relu6(z + 3) / 6 in Keras 3")
+
+
+@pytest.mark.applies_to(lambda cls: "cell_clip" in cls.supported_options and not cls.layer)
+def test_tf1_cell_clip_is_not_the_onnx_clip(adapter, load_system, record):
+    """TF1's cell_clip clips the state c; ONNX's clip clips the argument of every activation (the
+    state stays unclipped): at the same threshold, different functions. Measured against the ONNX
+    function (the reference), and against ONNX Runtime's clip (which clips less than the spec:
+    microsoft/onnxruntime#27224), both on the same weights."""
+    dtype, threshold = "float32", 0.3
+    case = long_case("lstm", forget_bias=adapter.forget_bias)
+    xs, state = case.inputs(dtype), case.state(dtype)
+    tf1_params = case.stack(dtype).map(lambda p: p.replace(cell_clip=threshold))
+    onnx_params = case.stack(dtype).map(lambda p: p.replace(gate_clip=threshold))
+    _, tf1_bound = reference_and_bound(tf1_params.astype("float64"), case.inputs(), case.state(), dtype,
+                                       adapter.forget_bias)
+    onnx_values, onnx_bound = reference_and_bound(onnx_params.astype("float64"), case.inputs(), case.state(), dtype)
+    tf1 = adapter.run(tf1_params, xs, state)
+    prove_different(record, adapter, "the ONNX clip (reference)", tf1, {"h": onnx_values["output"]},
+                    pair_bound(tf1_bound["output"], onnx_bound["output"]),
+                    f"cell_clip={threshold} clips the state c; ONNX clip={threshold} clips every activation's "
+                    "argument and keeps c")
+    ort = load_system("onnx-ort-lstm")
+    ort_h = ort.run(onnx_params, xs, state)
+    ort_h = {"h": ort_h["h"] if "h" in ort_h else ort_h["output"]}
+    comparison = compare(tf1["h"], ort_h["h"], pair_bound(tf1_bound["output"], onnx_bound["output"]),
+                         f"{adapter.describe()} cell_clip vs ONNX Runtime clip")
+    record("nonequivalence", adapter, other="onnx-ort-lstm (clip)", dtype=dtype,
+           reason=f"cell_clip={threshold} vs ONNX Runtime clip={threshold}", **comparison.as_record())
+    assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()

@@ -12,6 +12,7 @@ import pytest
 
 from harness.cases import Case, case_of, padded_cases
 from reference.padding import Padding
+from reference.params import LSTM_ONLY_OPTIONS, OPTIONS
 
 
 def case_with_state(adapter) -> Case:
@@ -149,3 +150,19 @@ def test_a_system_without_lengths_refuses_a_padded_batch(adapter):
     case = case_with_state(adapter)
     with pytest.raises(ValueError, match=r"padded batches are not supported by this system"):
         run_with_lengths(adapter, case, Padding((case.steps,) * case.batch))
+
+
+def test_an_option_the_system_lacks_is_refused_by_name(adapter):
+    """A converter that meets an option the target lacks must not drop it silently: every option of
+    the family (reference.params.OPTIONS) outside the system's ``options`` is refused, naming the
+    option and the framework's class."""
+    lacking = [name for name in OPTIONS if name not in adapter.supported_options and name != "proj_clip"
+               and (adapter.family == "lstm" or name not in LSTM_ONLY_OPTIONS)]
+    if adapter.family == "lstm" and "projection" in adapter.supported_options and "proj_clip" not in adapter.supported_options:
+        lacking.append("projection+proj_clip")
+    for options in lacking:
+        case = case_of(adapter, 3, 5, batch=2, steps=3, seed=12, config=adapter.mutation_config, options=options)
+        name = options.split("+")[-1]
+        with pytest.raises(ValueError, match=rf"{re.escape(adapter.cell)} has no option '{name}' .*dropped"):
+            adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
+    assert lacking or adapter.supported_options >= set(OPTIONS), "nothing to refuse, yet options are missing"

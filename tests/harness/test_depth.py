@@ -38,7 +38,7 @@ def test_uncovered_pairs_sees_a_missing_pair():
 @pytest.mark.parametrize("name", SYSTEMS)
 def test_every_system_has_the_same_factors_and_at_least_six_cases_by_default(name):
     cls = ADAPTERS[name]
-    assert set(factors(cls)) == {"activation", "config", "shape", "batch", "steps", "initial_state"}
+    assert set(factors(cls)) == {"activation", "options", "config", "shape", "batch", "steps", "initial_state"}
     cases = cases_for(cls, "default")
     assert len(cases) >= 6, [str(c) for c in cases]
     shapes = {(c.input_size, c.hidden_size) for c in cases}

@@ -169,10 +169,11 @@ def test_reference_refuses_bad_input(xs_shape, h0_shape, dtype, message):
 
 def test_unknown_activation_and_formula_are_refused():
     case = vanilla(3, 4, 2, 5)
-    with pytest.raises(ValueError, match=r"activation: expected one of \('tanh', 'relu', 'sigmoid', 'identity'\) "
-                                         r"for rnn, got 'gelu'"):
+    with pytest.raises(ValueError, match=r"activation: expected one of \('tanh', 'relu', 'sigmoid', 'identity', "
+                                         r"'hard_sigmoid_0.2', 'hard_sigmoid_relu6'\) for rnn, got 'gelu'"):
         case.params().replace(activation="gelu")
-    with pytest.raises(ValueError, match=r"unknown activation 'gelu'; expected one of \['identity', 'relu', 'sigmoid', 'tanh'\]"):
+    with pytest.raises(ValueError, match=r"unknown activation 'gelu'; expected one of \['hard_sigmoid_0.2', 'hard_sigmoid_relu6', 'identity', "
+                                         r"'relu', 'sigmoid', 'tanh'\]"):
         concatenated_step(np.ones((1, 2)), np.ones((1, 1)), np.ones((1, 1)), g="gelu")
     with pytest.raises(ValueError, match=r"unknown formula 'fused'; expected one of \('concatenated', 'split'\)"):
         rnn_sequence(case.params(), case.inputs(), formula="fused")
