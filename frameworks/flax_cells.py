@@ -12,6 +12,13 @@ The mappings, written once each:
         (the layer prefixes each name with its direction: "forward.", "backward.")
     SimpleCell, linen: i.kernel, i.bias, h.kernel, the same arrays under linen's module names
 
+Activations: Flax takes functions, not names; ``FlaxBase._activation`` is the one table from
+the canonical names (reference.activations). The gated cells take ``gate_fn`` (canonical f: LSTM
+i, f, o; GRU r, z) and ``activation_fn`` (canonical g: the LSTM candidate, the GRU's n; and the
+LSTM's h, in h = o * activation_fn(c)), linen and nnx alike (flax 0.12 recurrent.py). An LSTM's
+g and h are thus one function: Flax cannot compute ONNX's "sigmoid,tanh,relu". Flax has no
+peepholes, projection, clipping or coupled gates (check_params refuses them, naming them).
+
 Only the SimpleCell's input dense has a bias ("input and recurrent layers are
 summed so only one needs a bias"): the two canonical biases are summed (one
 rounding) and come back as b_x, with b_h = 0. The cells have no switch to drop
@@ -31,6 +38,7 @@ from frameworks.base import (
     transposed,
 )
 from reference.cells import state_keys
+from reference.params import GATED, GATED_DEFAULTS
 from reference.stack import DIRECTIONS
 
 
@@ -54,9 +62,22 @@ class FlaxBase(Adapter):
         self.nnx = import_framework("flax.nnx", self.name)
         self.linen = import_framework("flax.linen", self.name)
 
-    def _activation(self, g: str):
-        return {"tanh": self.jnp.tanh, "relu": self.jax.nn.relu, "sigmoid": self.jax.nn.sigmoid,
-                "identity": lambda z: z}[g]
+    def _activation(self, name: str):
+        """The function Flax is given for a canonical activation name: the one table. JAX has no
+        identity, so it is written out; jax.nn.hard_sigmoid is relu6(x + 3) / 6 (its source), the
+        "hard_sigmoid_relu6" of reference.activations, not Keras 2's clip(0.2 x + 0.5, 0, 1)."""
+        jax, jnp = self.jax, self.jnp
+        return {"tanh": jnp.tanh, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid,
+                "hard_sigmoid_relu6": jax.nn.hard_sigmoid, "identity": lambda z: z}[name]
+
+    def _gated_functions(self, spec: str) -> dict:
+        """A gated spec ("default", LSTM "f,g,h", GRU "f,g") as the cell's keywords: gate_fn = f,
+        activation_fn = g, which the LSTM also applies to c (h), so h must be g."""
+        f, g, *h = GATED_DEFAULTS[self.family] if spec == GATED else spec.split(",")
+        if h and h != [g]:
+            raise ValueError(f"{self.cell}: activation {spec!r}: activation_fn is both the candidate's (g) and "
+                             f"the output's (h) activation, so h must equal g")
+        return {"gate_fn": self._activation(f), "activation_fn": self._activation(g)}
 
     # --- building ---------------------------------------------------------------------
     def _nnx_cell(self, cell_class, native: Native, tag: str, input_size: int, hidden_size: int, dtype, **options):
@@ -131,6 +152,7 @@ class FlaxSimpleCellMapping(FlaxBase):
 
     family = "rnn"
     names: tuple[str, str, str]  # kernel_i, bias_i, kernel_h: NNX_NAMES or LINEN_NAMES
+    activations = Adapter.activations + ("hard_sigmoid_relu6",)  # jax.nn.hard_sigmoid; no 0.2 one in JAX
 
     def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
         kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
@@ -201,8 +223,9 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
     names = NNX_NAMES
     layer = True
     # Layers are tested for structure (directions, layouts, states); every activation is
-    # already tested on the cell. tanh saturates, relu does not.
-    activations = ("tanh", "relu")
+    # already tested on the cell. tanh saturates, relu does not, the hard sigmoid is linear
+    # between two clipped ends.
+    activations = ("tanh", "relu", "hard_sigmoid_relu6")
     state_names = {"h": "initial_carry"}
     configs = (
         LayerConfig(1, False, options=(("return_carry", True),)),
@@ -317,6 +340,11 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
 #       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
 #       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
 LSTM_GATES = ("i", "f", "g", "o")
+# The specs compared (reference.params), given as gate_fn and activation_fn (_gated_functions).
+# Each registered class names them itself: registration sets ("default",) on a gated class that
+# does not, inherited or not.
+LSTM_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu")  # activation_fn is g and h
+GRU_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh", "sigmoid,relu")
 
 
 def _lstm_names(forget: str, tag: str = ""):
@@ -379,30 +407,35 @@ class FlaxNNXLSTMCell(FlaxLSTMCell):
     name = "flax-nnx-lstm"
     cell = "flax.nnx.LSTMCell"
     forget_name = "f_"
+    activations = LSTM_ACTIVATIONS
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._nnx_shapes(self.nnx.LSTMCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._nnx_stepper(self._nnx_cell(self.nnx.LSTMCell, native, "", input_size, hidden_size, dtype))
+        return self._nnx_stepper(self._nnx_cell(self.nnx.LSTMCell, native, "", input_size, hidden_size, dtype,
+                                                **self._gated_functions(g)))
 
 
 class FlaxLinenLSTMCell(FlaxLSTMCell):
     name = "flax-linen-lstm"
     cell = "flax.linen.LSTMCell"
     forget_name = "f"
+    activations = LSTM_ACTIVATIONS
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._linen_shapes(self.linen.LSTMCell(features=hidden_size), input_size)
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._linen_stepper(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype), native)
+        return self._linen_stepper(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
+                                                       **self._gated_functions(g)), native)
 
 
 class FlaxLinenGRUCell(FlaxBase):
     name = "flax-linen-gru"
     cell = "flax.linen.GRUCell"
     family, variant = "gru", "reset_after"
+    activations = GRU_ACTIVATIONS
     kept_hidden_biases = ("n",)  # hn.bias holds b_hn, which r multiplies
     mutations = {
         "gates r and z swapped": lambda n: _swap_dense(_swap_dense(n, "ir", "iz"), "hr", "hz"),
@@ -448,13 +481,15 @@ class FlaxLinenGRUCell(FlaxBase):
         return self._linen_shapes(self.linen.GRUCell(features=hidden_size), input_size)
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._linen_stepper(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype), native)
+        return self._linen_stepper(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
+                                                      **self._gated_functions(g)), native)
 
 
 class FlaxNNXGRUCell(FlaxBase):
     name = "flax-nnx-gru"
     cell = "flax.nnx.GRUCell"
     family, variant = "gru", "reset_after"
+    activations = GRU_ACTIVATIONS
     zero_b_hn = True  # the cell cannot hold b_hn: its cases run with b_hn = 0
     hidden_axis = 0  # dense_h.kernel is (H, 3H)
     mutations = {
@@ -493,4 +528,5 @@ class FlaxNNXGRUCell(FlaxBase):
         return self._nnx_shapes(self.nnx.GRUCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._nnx_stepper(self._nnx_cell(self.nnx.GRUCell, native, "", input_size, hidden_size, dtype))
+        return self._nnx_stepper(self._nnx_cell(self.nnx.GRUCell, native, "", input_size, hidden_size, dtype,
+                                                **self._gated_functions(g)))

@@ -15,6 +15,23 @@ orientation with both biases kept (the gates alike), so the round trip is exact.
 ``linear_before_reset=1`` is the reset-after GRU (PyTorch's), 0 (the default) reset before.
 Without ``B`` the operator has no bias.
 
+Options (reference.params), mapped here both ways:
+
+    canonical: peepholes (3H,) gates i, f, o     ONNX: P[d] (3H,) = [Pi, Po, Pf] (the spec's "P[iof]":
+               (i, f read c_{t-1}, o reads c_t)        i, o, f, like W's gates), P (D, 3H), an input
+    gate_clip (float)                            ONNX: the attribute ``clip``, one for all directions
+    coupled_gates (bool)                         ONNX: the attribute ``input_forget=1`` (f = 1 - i)
+    activation "f,g,h" (LSTM) / "f,g" (GRU) / g  ONNX: ``activations``, the same order, one list per
+                                                 direction (``ONNX_ACTIVATION``)
+
+``clip`` and ``input_forget`` are settings, not weights, but part of what a user ports: they travel
+in the native dict as 0-d arrays in the weights' dtype, under ONNX's names. The spec applies ``clip``
+"to the input of activations", h's included (the canonical gate_clip); ONNX Runtime's LSTM does not
+clip c before h (microsoft/onnxruntime#27224), so it is compared without ``clip`` (its RNN and GRU
+with it). ``onnx.reference`` ignores ``clip`` and ``input_forget`` (strict expected failures) and an
+LSTM's or GRU's ``activations`` (its systems have the default ones only).
+tests/equivalence/test_options_onnx.py measures what each computes instead.
+
 The RNN operator is tested as a layer: direction 0 is forward, direction 1
 (``bidirectional``) or the only one (``reverse``) runs from the last step; its outputs Y
 are in input time order. Shapes: X (T, batch, I), Y (T, D, batch, H), Y_h (D, batch, H)
@@ -45,13 +62,48 @@ from frameworks.base import (
 )
 from reference.cells import state_keys
 from reference.padding import Padding
+from reference.params import GATED, GATED_DEFAULTS
 from reference.stack import StackParams
 
-# identity is the spec's Affine(x) = alpha x + beta with alpha = 1, beta = 0.
-ONNX_ACTIVATION = {"tanh": "Tanh", "relu": "Relu", "sigmoid": "Sigmoid", "identity": "Affine"}
+# Canonical activation names (reference.activations) -> ONNX's name, with its (alpha, beta) where it
+# takes them: identity is the spec's Affine(x) = alpha x + beta with alpha 1, beta 0; the two hard
+# sigmoids are HardSigmoid(x) = clip(alpha x + beta, 0, 1), alpha 0.2 (its default) or 1/6, beta 0.5.
+# The attributes are float32: 0.2 and 1/6 round, which the error model's hard sigmoid allows
+# (harness/tolerance.py). The spec consumes activation_alpha and activation_beta in the order of the
+# activations, skipping those that take none (ONNX Runtime does; onnx.reference's RNN indexes them
+# by direction, the same lists here, since each direction has one activation that takes both).
+ONNX_ACTIVATION = {"tanh": ("Tanh",), "relu": ("Relu",), "sigmoid": ("Sigmoid",), "identity": ("Affine", 1.0, 0.0),
+                   "hard_sigmoid_0.2": ("HardSigmoid", 0.2, 0.5),
+                   "hard_sigmoid_relu6": ("HardSigmoid", 1.0 / 6.0, 0.5)}
 OPSET = 22
 IR_VERSION = 10  # what opset 22 needs; ONNX Runtime 1.31 reads at most IR 13
 ONNX_ORDER = {"rnn": (0,), "lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}  # ONNX's gates as canonical indices
+PEEPHOLE_ORDER = (0, 2, 1)  # ONNX's P blocks i, o, f as canonical indices (canonical i, f, o)
+# Canonical option -> the native name that holds it (P an input, the others attributes).
+ONNX_OPTIONS = {"peepholes": "P", "gate_clip": "clip", "coupled_gates": "input_forget"}
+
+
+def onnx_activations(family: str, g: str, directions: int, order=None) -> dict:
+    """The node's ``activations`` (and ``activation_alpha``, ``activation_beta`` where one takes them)
+    for the canonical spec ``g``: a vanilla cell's name, or a gated cell's "default" / "f,g,h" / "f,g",
+    the order ONNX lists them in, repeated per direction. ``order``: a permutation of that list (the
+    mutation "activations in the wrong order")."""
+    names = (g,) if family == "rnn" else GATED_DEFAULTS[family] if g == GATED else tuple(g.split(","))
+    entries = [ONNX_ACTIVATION[name] for name in (names if order is None else [names[k] for k in order])]
+    attributes = {"activations": [entry[0] for entry in entries] * directions}
+    if any(len(entry) > 1 for entry in entries):
+        attributes["activation_alpha"] = [entry[1] for entry in entries if len(entry) > 1] * directions
+        attributes["activation_beta"] = [entry[2] for entry in entries if len(entry) > 1] * directions
+    return attributes
+
+
+class ActivationsReordered(dict):
+    """Native weights whose node lists its activations in another order (``order``): the mutation
+    "activations in the wrong order", carried with the weights since ONNX keeps the list on the node."""
+
+    def __init__(self, native, order):
+        super().__init__(native)
+        self.order = order
 
 
 class OnnxOperator(Adapter):
@@ -94,14 +146,23 @@ class OnnxOperator(Adapter):
         return config.option("direction") == "reverse"
 
     # --- the mapping: one layer, its directions stacked ---------------------------
-    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int) -> NativeSpec:
+    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int, options: tuple[str, ...] = (),
+                    output_size: int | None = None) -> NativeSpec:
         D, G, I, H = config.num_directions, len(ONNX_ORDER[self.family]), input_size, hidden_size
         GH = gates_text(self.family, "hidden_size")
         spec = {"W": ((D, G * H, I), f"(num_directions, {GH}, input_size)"),
                 "R": ((D, G * H, H), f"(num_directions, {GH}, hidden_size)")}
         if config.bias:
             spec["B"] = ((D, 2 * G * H), f"(num_directions, {2 * G}*hidden_size)")
+        if "peepholes" in options:
+            spec["P"] = ((D, 3 * H), "(num_directions, 3*hidden_size)")
+        for option in ("gate_clip", "coupled_gates"):  # attributes: one value for the node
+            if option in options:
+                spec[ONNX_OPTIONS[option]] = ((), "()")
         return spec
+
+    def read_options(self, native: Native, config: LayerConfig) -> tuple[tuple[str, ...], None]:
+        return tuple(option for option, name in ONNX_OPTIONS.items() if name in native), None
 
     def to_native(self, params, config: LayerConfig = CELL) -> Native:
         stack = StackParams.of(params)
@@ -113,17 +174,28 @@ class OnnxOperator(Adapter):
         if stack.has_bias:
             native["B"] = np.stack([np.concatenate([reorder_gates(p.b_x, order), reorder_gates(p.b_h, order)])
                                     for p in cells])
+        first = cells[0]  # the thresholds and the coupling are every direction's (StackParams checks)
+        if first.peepholes is not None:
+            native["P"] = np.stack([reorder_gates(p.peepholes, PEEPHOLE_ORDER) for p in cells])
+        if first.gate_clip is not None:
+            native["clip"] = np.asarray(first.gate_clip, first.dtype)
+        if first.coupled_gates:
+            native["input_forget"] = np.asarray(1, first.dtype)
         return native
 
     def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
         back = np.argsort(ONNX_ORDER[self.family])
         W, R, B = np.asarray(native["W"]), np.asarray(native["R"]), native.get("B")
+        options = {"gate_clip": float(native["clip"]) if "clip" in native else None,
+                   "coupled_gates": bool(native["input_forget"]) if "input_forget" in native else False}
         cells = []
         for d in range(W.shape[0]):
             b_x, b_h = (None, None) if B is None else np.split(np.asarray(B)[d], 2)
+            peepholes = reorder_gates(np.asarray(native["P"])[d], np.argsort(PEEPHOLE_ORDER)) if "P" in native else None
             cells.append(self.params(reorder_gates(W[d], back), reorder_gates(R[d], back),
                                      None if B is None else reorder_gates(b_x, back),
-                                     None if B is None else reorder_gates(b_h, back)))
+                                     None if B is None else reorder_gates(b_h, back)
+                                     ).replace(peepholes=peepholes, **options))
         return StackParams([cells])
 
     # --- running ------------------------------------------------------------------
@@ -150,15 +222,17 @@ class OnnxOperator(Adapter):
         for key in state_keys(self.family) if state is not None else ():
             feeds[self.state_names[key]] = batchwise(np.asarray(state[key]))
         inputs = ["X", "W", "R", "B" if "B" in native else "",
-                  *(name if name in feeds else "" for name in ("sequence_lens", "initial_h", "initial_c"))]
+                  *(name if name in feeds else "" for name in ("sequence_lens", "initial_h", "initial_c")),
+                  "P" if "P" in native else ""]
         while inputs[-1] == "":
             inputs.pop()
         outputs = ["Y", "Y_h"] + (["Y_c"] if self.family == "lstm" else [])  # Y_c: the final c
-        attributes = {"hidden_size": H, "direction": self.direction(config), "layout": layout}
-        if self.family == "rnn":
-            attributes["activations"] = [ONNX_ACTIVATION[g]] * D
-            if g == "identity":
-                attributes.update(activation_alpha=[1.0] * D, activation_beta=[0.0] * D)
+        attributes = {"hidden_size": H, "direction": self.direction(config), "layout": layout,
+                      **onnx_activations(self.family, g, D, getattr(native, "order", None))}
+        if "clip" in native:
+            attributes["clip"] = float(native["clip"])
+        if "input_forget" in native:
+            attributes["input_forget"] = int(native["input_forget"])
         if self.family == "gru":
             attributes["linear_before_reset"] = self.linear_before_reset
         node = helper.make_node(self.family.upper(), inputs, outputs, **attributes)
@@ -168,7 +242,7 @@ class OnnxOperator(Adapter):
             [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
              for name, value in feeds.items()],
             [helper.make_tensor_value_info(name, elem, Y_shape if name == "Y" else state_shape) for name in outputs],
-            [onnx.numpy_helper.from_array(np.ascontiguousarray(native[n]), n) for n in ("W", "R", "B") if n in native])
+            [onnx.numpy_helper.from_array(np.ascontiguousarray(native[n]), n) for n in ("W", "R", "B", "P") if n in native])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
         onnx.checker.check_model(model, full_check=True)
         return model, feeds, outputs
@@ -235,6 +309,19 @@ class OnnxReferenceEvaluation:
         "runs all T steps, Y is not zero on padded steps and Y_h is the state after step T "
         "(tests/equivalence/test_padded_onnx.py)")
 
+    # It accepts these attributes and computes without them: its _run takes them as unused arguments
+    # (onnx 1.23.2, onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "clip=None,  # noqa: ARG002",
+    # "input_forget=None,  # noqa: ARG002"; the LSTM's and GRU's "activations=None,  # noqa: ARG002",
+    # their f, g, h fixed methods: sigmoid, tanh, tanh, which is why its gated systems have the default
+    # activations only). tests/equivalence/test_options_onnx.py shows its results are the cell's
+    # without the option, or with the default activations.
+    ignored = ("onnx.reference ignores {what} (onnx/reference/ops/{ops}: '{line}  # noqa: ARG002' in _run): "
+               "it computes {instead} (tests/equivalence/test_options_onnx.py)")
+    ignores_clip = ignored.format(what="clip", ops="op_rnn.py, op_lstm.py, op_gru.py", line="clip=None,",
+                                  instead="the cell without clipping")
+    ignores_input_forget = ignored.format(what="input_forget", ops="op_lstm.py", line="input_forget=None,",
+                                          instead="an uncoupled forget gate")
+
     def __init__(self):
         super().__init__()
         self.reference = import_framework("onnx.reference", self.name)
@@ -254,7 +341,9 @@ class OnnxRNN(OnnxOperator):
     cell = "ONNX RNN operator"
     family = "rnn"
     layer = True
-    activations = ("tanh", "relu", "identity")  # identity: the Affine activation, worth its own check
+    # identity: the Affine activation, worth its own check; the hard sigmoids: HardSigmoid, both alphas.
+    activations = ("tanh", "relu", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")
+    options = ("", "gate_clip")
     configs = (
         LayerConfig(1, False, options=(("direction", "forward"), ("layout", 0))),
         LayerConfig(1, False, initial_state=False, options=(("direction", "reverse"), ("layout", 0))),
@@ -281,8 +370,10 @@ class OnnxRuntimeRNN(OnnxRuntimeEvaluation, OnnxRNN):
 
 class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN):
     name = "onnx-reference"
-    # onnx/reference/ops/op_rnn.py implements only the Tanh and Affine activations.
+    # onnx/reference/ops/op_rnn.py implements only the Tanh and Affine activations (HardSigmoid
+    # refused too: tests/equivalence/test_options_onnx.py).
     activations = ("tanh", "identity")
+    option_known_issues = {"gate_clip": OnnxReferenceEvaluation.ignores_clip}
 
 
 # --- the LSTM and GRU operators, cells ----------------------------------------------
@@ -307,23 +398,64 @@ class OnnxGated(OnnxOperator):
         return out
 
 
-def _gated_mutations(family: str) -> dict:
+def _gated_mutations(family: str, honours_activations: bool) -> dict:
     G, back = len(ONNX_ORDER[family]), tuple(np.argsort(ONNX_ORDER[family]))
-    return {
+    mutations = {
         "W and R left in PyTorch's gate order": lambda n: {
             **n, "W": reorder_gates(n["W"], back, axis=1), "R": reorder_gates(n["R"], back, axis=1)},
         "R transposed blockwise": lambda n: {**n, "R": np.concatenate(
             [b.transpose(0, 2, 1) for b in np.split(n["R"], G, axis=1)], axis=1)},
         "B dropped": scaled("B", 0.0),
     }
+    if family == "lstm":  # the mutation case has peepholes (mutation_options)
+        # P written in the canonical order i, f, o instead of ONNX's i, o, f: Po and Pf swapped.
+        mutations["P left in the canonical order i, f, o"] = lambda n: {
+            **n, "P": reorder_gates(n["P"], PEEPHOLE_ORDER, axis=1)}
+    if honours_activations:  # onnx.reference ignores the list, so no order of it can be caught there
+        # Keras's order, (activation, recurrent_activation) = (g, f): on the default activations
+        # sigmoid and tanh trade places (g and h are both tanh, so their swap is the same function).
+        keras_order = (1, 0, 2) if family == "lstm" else (1, 0)
+        mutations["activations in Keras's order (g, f)"] = lambda n: ActivationsReordered(n, keras_order)
+    return mutations
+
+
+# The activation specs (reference.params) of the gated cells: "sigmoid,tanh,relu" tells g from h.
+GATED_ACTIVATIONS = {
+    "lstm": (GATED, "hard_sigmoid_0.2,tanh,tanh", "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu",
+             "sigmoid,tanh,relu"),
+    "gru": (GATED, "hard_sigmoid_0.2,tanh", "hard_sigmoid_relu6,tanh", "sigmoid,relu"),
+}
+GATED_OPTIONS = {"lstm": ("", "peepholes", "gate_clip", "coupled_gates", "peepholes+gate_clip"), "gru": ("", "gate_clip")}
+# ONNX Runtime's LSTM does not clip c' on its way into h(c'), which the spec's clip ("applied to the
+# input of activations") and the canonical gate_clip do: microsoft/onnxruntime#27224 (closed as stale),
+# fix proposed in microsoft/onnxruntime#27239. Not a known issue of the clip sets but no clip sets at
+# all: the difference shows only where |c'| passes the threshold, which c' = f c + i g reaches only
+# after some steps (never in one step from c = 0, never with coupled gates and g in [-clip, clip]), so a
+# strict expected failure would pass on the designs' short cases. tests/equivalence/test_options_onnx.py
+# measures what it computes, and runs the spec's comparison as a strict expected failure.
+ORT_LSTM_OPTIONS = ("", "peepholes", "coupled_gates")
+ORT_LSTM_CLIP = ("ONNX Runtime's LSTM clips the arguments of f and g but not c' on its way into h(c'), as the "
+                 "spec's clip ('applied to the input of activations') does: microsoft/onnxruntime#27224, fix "
+                 "proposed in microsoft/onnxruntime#27239 (measured: tests/equivalence/test_options_onnx.py)")
 
 
 def _onnx_gated(evaluation, label: str, family: str, variant: str = "") -> type:
     suffix = "-reset-before" if variant == "reset_before" else ""
     qualname = f"Onnx_{label}_{family}{suffix}".replace("-", "_")
+    reference = evaluation is OnnxReferenceEvaluation
+    options = ORT_LSTM_OPTIONS if family == "lstm" and not reference else GATED_OPTIONS[family]
+    known = {o: evaluation.ignores_clip if "gate_clip" in o else evaluation.ignores_input_forget
+             for o in options if "gate_clip" in o or "coupled_gates" in o} if reference else {}
     return type(qualname, (evaluation, OnnxGated), {
         "name": f"onnx-{label}-{family}{suffix}", "cell": f"ONNX {family.upper()}", "family": family,
-        "variant": variant, "mutations": _gated_mutations(family), "__module__": __name__, "__qualname__": qualname})
+        "variant": variant, "options": options, "mutation_options": "peepholes" if family == "lstm" else "",
+        "option_known_issues": known,
+        "refused_options": {"gate_clip": ORT_LSTM_CLIP} if family == "lstm" and not reference else {},
+        # onnx.reference computes the default activations whatever the node lists: it is compared on them
+        # alone (as known issues, the others would take the covering design's rows from the default).
+        "activations": (GATED,) if reference else GATED_ACTIVATIONS[family],
+        "mutations": _gated_mutations(family, honours_activations=not reference),
+        "__module__": __name__, "__qualname__": qualname})
 
 
 for _evaluation, _label in ((OnnxRuntimeEvaluation, "ort"), (OnnxReferenceEvaluation, "reference")):

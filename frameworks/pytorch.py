@@ -11,6 +11,13 @@ gates alike), which is the canonical formula in the same orientation; its GRU is
 reset-after variant. The round trip is exact. The layers suffix each name with
 ``_l{layer}`` and, for the backward direction, ``_reverse``; layer k > 0 has
 ``weight_ih`` of shape (G*H, D*H).
+
+The LSTM layer's projection (``proj_size=P``, the option "projection") is a renaming too:
+
+    canonical: W_proj (P, H), h = W_proj (o * tanh(c)); W_h (4H, P), h has P units, c has H
+    torch:     weight_hr (P, H), h_t = W_hr h_t;          weight_hh (4H, P), h0/h_n P units, c0/c_n H
+
+and layer k > 0 reads D*P inputs. ``nn.LSTMCell`` has no projection: it refuses one (check_params).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled, swapped,
     swapped_gates, swapped_names, transposed,
 )
+from reference.params import CellParams
 
 
 def load_parameters(torch, module, native: Native) -> None:
@@ -39,24 +47,32 @@ class TorchMapping(Adapter):
     def __init__(self):
         self.torch = import_framework("torch", self.name)
 
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str, options=(),
+                  output_size=None) -> NativeSpec:
         G, I, H = gates_text(self.family, "hidden_size"), input_size, hidden_size
         rows = (H * (1 if self.family == "rnn" else 4 if self.family == "lstm" else 3))
+        projected = "projection" in options  # weight_hh's columns and h are P = proj_size wide
         spec = {f"weight_ih{tag}": ((rows, I), f"({G}, input_size)"),
-                f"weight_hh{tag}": ((rows, H), f"({G}, hidden_size)")}
+                f"weight_hh{tag}": ((rows, output_size if projected else H),
+                                    f"({G}, {'proj_size' if projected else 'hidden_size'})")}
         if has_bias:
             spec.update({f"bias_ih{tag}": ((rows,), f"({G},)"), f"bias_hh{tag}": ((rows,), f"({G},)")})
+        if projected:
+            spec[f"weight_hr{tag}"] = ((output_size, H), "(proj_size, hidden_size)")
         return spec
 
     def cell_to_native(self, params, tag: str) -> Native:
         native = {f"weight_ih{tag}": params.W_x, f"weight_hh{tag}": params.W_h}
         if params.has_bias:
             native.update({f"bias_ih{tag}": params.b_x, f"bias_hh{tag}": params.b_h})
+        if params.W_proj is not None:  # canonical W_proj (P, H) is torch's weight_hr (P, H), as is
+            native[f"weight_hr{tag}"] = params.W_proj
         return native
 
     def cell_from_native(self, native: Native, tag: str):
-        return self.params(native[f"weight_ih{tag}"], native[f"weight_hh{tag}"],
-                           native.get(f"bias_ih{tag}"), native.get(f"bias_hh{tag}"))
+        return CellParams(self.family, native[f"weight_ih{tag}"], native[f"weight_hh{tag}"],
+                          native.get(f"bias_ih{tag}"), native.get(f"bias_hh{tag}"), variant=self.variant,
+                          W_proj=native.get(f"weight_hr{tag}"))
 
     def recurrent_kernel(self, config) -> str:
         return "weight_hh" + self.tag(0, 0)
@@ -188,9 +204,11 @@ class TorchLayer(TorchMapping):
         torch = self.torch
         dtype, H = self.check_call(native, xs, state, config, g)
         batch_first = bool(config.option("batch_first"))
+        _, P = self.read_options(native, config)
         module = self._module_class()(xs.shape[2], H, num_layers=config.num_layers, bias=config.bias,
                                       batch_first=batch_first, bidirectional=config.bidirectional,
-                                      dtype=getattr(torch, dtype.name), **self._options(g))
+                                      dtype=getattr(torch, dtype.name), **self._options(g),
+                                      **({"proj_size": P} if P else {}))
         load_parameters(torch, module, native)
         inputs = torch.from_numpy(np.ascontiguousarray(xs.transpose(1, 0, 2) if batch_first else xs))
         if padding is not None:
@@ -246,7 +264,8 @@ GATED_LAYER_CONFIGS = (
 
 def _gates_swapped_in_layer_1(native: Native) -> Native:
     weight = native["weight_hh_l1"]
-    return swapped_gates("weight_hh_l1", 0, 1, weight.shape[0] // weight.shape[1], axis=0)(native)
+    H = native["weight_hr_l1"].shape[1] if "weight_hr_l1" in native else weight.shape[1]  # P columns with a projection
+    return swapped_gates("weight_hh_l1", 0, 1, weight.shape[0] // H, axis=0)(native)
 
 
 class TorchLSTM(TorchLayer):
@@ -254,7 +273,26 @@ class TorchLSTM(TorchLayer):
     cell = "torch.nn.LSTM"
     family = "lstm"
     configs = GATED_LAYER_CONFIGS
-    mutations = {**TorchLayer.mutations, "gates 0 and 1 swapped in weight_hh_l1": _gates_swapped_in_layer_1}
+    options = ("", "projection")  # proj_size; no peepholes, clips or other activations in nn.LSTM
+    mutation_options = "projection"  # the 3-layer bidirectional mutation case, projected
+    mutations = {**TorchLayer.mutations, "gates 0 and 1 swapped in weight_hh_l1": _gates_swapped_in_layer_1,
+                 # the projection: shapes refuse a transposed one (P < H), values a swapped one
+                 "weight_hr transposed": transposed("weight_hr_l0"),
+                 "weight_hr of the two directions swapped": swapped("weight_hr_l0", "weight_hr_l0_reverse")}
+
+    def read_options(self, native: Native, config) -> tuple[tuple[str, ...], int | None]:
+        """A projection iff the weights hold weight_hr (of layer 0, forward): P is its first axis."""
+        name = "weight_hr" + self.tag(0, 0)
+        if isinstance(native, dict) and name in native:
+            return ("projection",), int(np.shape(native[name])[0])
+        return (), None
+
+    def read_hidden_size(self, native: Native, config) -> tuple[int, str]:
+        """H from weight_hh's columns, or with a projection (they are P then) from weight_hr's."""
+        name = "weight_hr" + self.tag(0, 0)
+        if self.read_options(native, config)[0]:
+            return int(np.shape(native[name])[1]), f"{name}'s shape"
+        return super().read_hidden_size(native, config)
 
 
 class TorchGRU(TorchLayer):
@@ -262,4 +300,4 @@ class TorchGRU(TorchLayer):
     cell = "torch.nn.GRU"
     family, variant = "gru", "reset_after"
     configs = GATED_LAYER_CONFIGS
-    mutations = TorchLSTM.mutations
+    mutations = {**TorchLayer.mutations, "gates 0 and 1 swapped in weight_hh_l1": _gates_swapped_in_layer_1}

@@ -12,6 +12,9 @@ reverse of the lecture's [h; x]. Each dense has one bias slot, so the two
 canonical biases are summed (one rounding) and come back as b_x, with b_h = 0.
 The cells have no switch to drop their bias: a bias-free canonical cell maps to
 zeros (an LSTM's f block to -forget_bias, see below).
+
+``LSTMCell``'s options (peepholes, a projection, cell_clip, proj_clip) are mapped next to
+its kernel below; each cell's one free activation is chosen from ``ACTIVATION_NAMES``.
 """
 
 from __future__ import annotations
@@ -22,10 +25,26 @@ import numpy as np
 
 from frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates,
-    scaled, swapped_gates,
+    scaled, swapped, swapped_gates, transposed,
 )
 from reference.cells import state_keys
-from reference.params import GATES
+from reference.params import GATED, GATES, CellParams
+
+# Canonical activation names -> the name a TF1 cell's ``activation`` argument takes; the cell
+# resolves it itself (tf_keras.activations.get). Each cell has ONE free activation: BasicRNNCell's g,
+# the LSTMs' candidate and output together (canonical "f,g,h" with g = h), GRUCell's candidate; the
+# gates are a fixed sigmoid. So a gated spec "sigmoid,relu,relu" / "sigmoid,relu" is activation="relu"
+# and "default" is the cells' own tanh (activation=None). "hard_sigmoid" is tf_keras's
+# clip(0.2 x + 0.5, 0, 1); under TF 2.16+ tf.keras.activations.hard_sigmoid is Keras 3's
+# relu6(x + 3) / 6, another function, so the name (or tf_keras's function) is what ports a TF1 model.
+ACTIVATION_NAMES = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear",
+                    "hard_sigmoid_0.2": "hard_sigmoid"}
+
+
+def _activation_argument(g: str) -> str | None:
+    """The cell's ``activation`` for a declared spec (check_call refuses the others): a vanilla g,
+    or a gated spec's candidate (gates sigmoid, an LSTM's output the same as its candidate)."""
+    return None if g == GATED else ACTIVATION_NAMES[g.split(",")[-1]]
 
 
 def _concatenated(W_x: np.ndarray, W_h: np.ndarray) -> np.ndarray:
@@ -57,13 +76,14 @@ class TF1Cell(Adapter):
         self.tf = import_framework("tensorflow", self.name)
         self.legacy_cells = import_framework("tf_keras.src.layers.rnn.legacy_cells", self.name)
 
-    def _make(self, units: int, dtype, g: str):
+    def _make(self, units: int, dtype, g: str, **options):
+        """The cell; ``options``: LSTMCell's constructor options (``_constructor_options``)."""
         raise NotImplementedError
 
-    def _build(self, input_size: int, hidden_size: int, g: str, dtype: str):
+    def _build(self, input_size: int, hidden_size: int, g: str, dtype: str, options=None):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*is deprecated", category=UserWarning)
-            cell = self._make(hidden_size, getattr(self.tf, dtype), g)
+            cell = self._make(hidden_size, getattr(self.tf, dtype), g, **(options or {}))
         cell.build((None, input_size))
         return cell, _variables(cell)
 
@@ -72,28 +92,32 @@ class TF1Cell(Adapter):
         return {name: tuple(v.shape) for name, v in variables.items()}
 
     def _loaded(self, native: Native, input_size: int, hidden_size: int, g: str, dtype: str):
-        """A cell holding the native weights."""
-        cell, variables = self._build(input_size, hidden_size, g, dtype)
-        for name, value in native.items():
-            variables[name].assign(value)
+        """A cell holding the native weights, built with the options they carry (its settings,
+        e.g. cell_clip, are constructor arguments, not variables)."""
+        cell, variables = self._build(input_size, hidden_size, g, dtype, _constructor_options(native))
+        for name, variable in variables.items():
+            variable.assign(native[name])
         return cell
 
-    def _cell_state(self, state, batch: int, hidden_size: int, dtype):
-        """The cell's state from a canonical one: a tensor, or an LSTM's ``LSTMStateTuple(c, h)``."""
-        start = {key: self.tf.constant(value) for key, value in self.cell_state(state, batch, hidden_size, dtype).items()}
+    def _cell_state(self, state, batch: int, hidden_size: int, dtype, output_size=None):
+        """The cell's state from a canonical one: a tensor, or an LSTM's ``LSTMStateTuple(c, h)``
+        (h is TF1's m, of num_proj units with a projection)."""
+        start = {key: self.tf.constant(value)
+                 for key, value in self.cell_state(state, batch, hidden_size, dtype, output_size).items()}
         return self.legacy_cells.LSTMStateTuple(start["c"], start["h"]) if self.family == "lstm" else start["h"]
 
     def run_native(self, native: Native, xs, state, config, g: str, padding=None) -> dict:
         dtype, H = self.check_call(native, xs, state, config, g)
+        P = self.read_options(native, config)[1]
         cell = self._loaded(native, xs.shape[2], H, g, dtype.name)
         if config.option("runner") == "dynamic_rnn":
-            return self._dynamic_rnn(cell, xs, state, config, H, padding)
+            return self._dynamic_rnn(cell, xs, state, config, H, padding, P)
         if padding is not None:
             raise ValueError(f"{self.cell}: a padded batch runs through tf.compat.v1.nn.dynamic_rnn("
                              f"sequence_length=...), configuration ('runner', 'dynamic_rnn'); configuration "
                              f"{config} unrolls the cell step by step, over every step")
         lstm = self.family == "lstm"
-        carry = self._cell_state(state, xs.shape[1], H, dtype)
+        carry = self._cell_state(state, xs.shape[1], H, dtype, P)
         trace = {key: [] for key in state_keys(self.family)}
         for x in self.tf.unstack(self.tf.constant(xs)):
             h, carry = cell(x, carry)
@@ -113,12 +137,12 @@ class TF1Cell(Adapter):
     )
     chunked_configs = (LayerConfig(options=(("runner", "dynamic_rnn"), ("time_major", True))),)
 
-    def _dynamic_rnn(self, cell, xs, state, config, H: int, padding) -> dict:
+    def _dynamic_rnn(self, cell, xs, state, config, H: int, padding, P=None) -> dict:
         """The cell through ``dynamic_rnn``: its outputs, and its final state by ``state_names``
         ("state", or an LSTM's "state.c" and "state.h"), as ``arrange`` shapes them."""
         tf = self.tf
         time_major = bool(config.option("time_major"))
-        initial = None if state is None else self._cell_state(state, xs.shape[1], H, xs.dtype)
+        initial = None if state is None else self._cell_state(state, xs.shape[1], H, xs.dtype, P)
         outputs, final = tf.compat.v1.nn.dynamic_rnn(
             cell, tf.constant(xs if time_major else xs.transpose(1, 0, 2)), initial_state=initial,
             dtype=getattr(tf, xs.dtype.name), time_major=time_major,
@@ -157,13 +181,70 @@ class TF1Cell(Adapter):
 ORDERS = {"rnn": (0,), "lstm": (0, 2, 1, 3)}  # TF1's gates as canonical indices (LSTM: i=0, f=1, g=2, o=3)
 FORGET_BLOCK = 2  # TF1's f block: third of i j f o
 
+# LSTMCell's options: use_peepholes, num_proj, cell_clip, proj_clip (BasicLSTMCell has none).
+# canonical: peepholes (3H,) = [p_i, p_f, p_o]; W_proj (P, H), h = W_proj (o * h(c)); W_h (4H, P);
+#            cell_clip, proj_clip: floats
+# TF1:       w_i_diag, w_f_diag, w_o_diag (num_units,) = p_i, p_f, p_o (the cell multiplies each by c
+#            elementwise; w_f_diag * c_prev joins f + forget_bias, so the folded bias is unaffected);
+#            projection/kernel (num_units, num_proj) = W_proj^T (m @ kernel on batch rows);
+#            kernel (I+P, 4H) = [W_x^T ; W_h^T]: the state rows are m's, P of them;
+#            cell_clip, proj_clip: constructor arguments, carried in the native dict as 0-d arrays
+#            in the weights' dtype under TF1's names.
+# The state is LSTMStateTuple(c, m): c (H), m = h (P).
+PEEPHOLES = ("w_i_diag", "w_f_diag", "w_o_diag")  # canonical order i, f, o
+PROJECTION = "projection/kernel"
+SETTINGS = ("cell_clip", "proj_clip")  # TF1's names, and the canonical ones
+
+
+def _options_to_native(params) -> Native:
+    """TF1's option weights and settings of a canonical cell (none without options)."""
+    native = {}
+    if params.peepholes is not None:
+        native.update(zip(PEEPHOLES, np.split(params.peepholes, 3)))
+    if params.W_proj is not None:
+        native[PROJECTION] = params.W_proj.T.copy()
+    for name in SETTINGS:
+        if getattr(params, name) is not None:
+            native[name] = np.asarray(getattr(params, name), params.dtype)
+    return native
+
+
+def _options_from_native(native: Native) -> dict:
+    """CellParams' option fields from the native weights."""
+    options = {}
+    if any(name in native for name in PEEPHOLES):
+        options["peepholes"] = np.concatenate([native[name] for name in PEEPHOLES])
+    if PROJECTION in native:
+        options["W_proj"] = np.asarray(native[PROJECTION]).T.copy()
+    options.update({name: float(native[name]) for name in SETTINGS if name in native})
+    return options
+
+
+def _constructor_options(native: Native) -> dict:
+    """LSTMCell's keyword arguments for the options the native weights hold (none: the defaults)."""
+    options = {name: float(native[name]) for name in SETTINGS if name in native}
+    if PROJECTION in native:
+        options["num_proj"] = np.shape(native[PROJECTION])[1]
+    if any(name in native for name in PEEPHOLES):
+        options["use_peepholes"] = True
+    return options
+
 
 class TF1OneKernel(TF1Cell):
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str, options=(),
+                  output_size=None) -> NativeSpec:
         G, I, H = len(GATES[self.family]), input_size, hidden_size
         units = gates_text(self.family, "num_units")
-        return {"kernel": ((I + H, G * H), f"(input_depth + num_units, {units})"),  # a bias, with or without
-                "bias": ((G * H,), f"({units},)")}
+        projected = "projection" in options
+        spec = {PROJECTION: ((H, output_size), "(num_units, num_proj)")} if projected else {}  # first: it
+        # gives num_proj, so a transposed projection/kernel is the one named, not the kernel
+        spec["kernel"] = ((I + (output_size if projected else H), G * H),
+                          f"(input_depth + {'num_proj' if projected else 'num_units'}, {units})")
+        spec["bias"] = ((G * H,), f"({units},)")  # a bias, with or without
+        if "peepholes" in options:
+            spec.update({name: ((H,), "(num_units,)") for name in PEEPHOLES})
+        spec.update({name: ((), "()") for name in SETTINGS if name in options})
+        return spec
 
     def cell_to_native(self, params, tag: str) -> Native:
         order, H = ORDERS[self.family], params.hidden_size
@@ -171,7 +252,7 @@ class TF1OneKernel(TF1Cell):
         bias = reorder_gates(params.b, order) if params.has_bias else np.zeros(len(order) * H, params.dtype)
         if self.forget_bias:
             bias[FORGET_BLOCK * H:(FORGET_BLOCK + 1) * H] -= bias.dtype.type(self.forget_bias)  # refolded in the cell
-        return {"kernel": kernel, "bias": bias}
+        return {"kernel": kernel, "bias": bias, **_options_to_native(params)}
 
     def cell_from_native(self, native: Native, tag: str):
         order = ORDERS[self.family]
@@ -180,9 +261,16 @@ class TF1OneKernel(TF1Cell):
         if self.forget_bias:
             bias[FORGET_BLOCK * H:(FORGET_BLOCK + 1) * H] += bias.dtype.type(self.forget_bias)
         back = np.argsort(order)
-        W_x, W_h = _split(native["kernel"], H)
-        return self.params(reorder_gates(W_x, back), reorder_gates(W_h, back), reorder_gates(bias, back),
-                           np.zeros_like(bias))
+        W_x, W_h = _split(native["kernel"], np.shape(native[PROJECTION])[1] if PROJECTION in native else H)
+        return CellParams(self.family, reorder_gates(W_x, back), reorder_gates(W_h, back), reorder_gates(bias, back),
+                          np.zeros_like(bias), variant=self.variant, **_options_from_native(native))
+
+    def read_options(self, native: Native, config) -> tuple[tuple[str, ...], int | None]:
+        """The options by TF1's names; P (num_proj) from projection/kernel's columns."""
+        present = {"peepholes": any(name in native for name in PEEPHOLES), "projection": PROJECTION in native,
+                   **{name: name in native for name in SETTINGS}}
+        shape = np.shape(native[PROJECTION]) if PROJECTION in native else ()
+        return tuple(name for name, there in present.items() if there), (shape[-1] if shape else None)
 
     def recurrent_kernel(self, config) -> str:
         return "bias"  # not a kernel: see read_hidden_size
@@ -211,6 +299,7 @@ class TF1BasicRNNCell(TF1OneKernel):
     name = "tf1"
     cell = "tf.compat.v1.nn.rnn_cell.BasicRNNCell (tf_keras legacy_cells)"
     family = "rnn"
+    activations = ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2")  # ACTIVATION_NAMES
     mutations = {
         "state rows first in kernel (wrong concatenation order)":
             lambda n: {**n, "kernel": np.roll(n["kernel"], n["kernel"].shape[1], axis=0)},
@@ -221,9 +310,7 @@ class TF1BasicRNNCell(TF1OneKernel):
     }
 
     def _make(self, units: int, dtype, g: str):
-        tf = self.tf
-        g_tf = {"tanh": tf.tanh, "relu": tf.nn.relu, "sigmoid": tf.sigmoid, "identity": tf.identity}[g]
-        return self.legacy_cells.BasicRNNCell(units, activation=g_tf, dtype=dtype)
+        return self.legacy_cells.BasicRNNCell(units, activation=_activation_argument(g), dtype=dtype)
 
 
 def _shift_block(bias: np.ndarray, block: int, blocks: int, amount: float) -> np.ndarray:
@@ -247,9 +334,10 @@ class TF1LSTM(TF1OneKernel):
 class TF1BasicLSTMCell(TF1LSTM):
     name = "tf1-basic-lstm"
     cell = "tf.compat.v1.nn.rnn_cell.BasicLSTMCell (tf_keras legacy_cells)"
+    activations = (GATED, "sigmoid,relu,relu")  # activation: the candidate's and the output's, gates sigmoid
 
     def _make(self, units: int, dtype, g: str):
-        return self.legacy_cells.BasicLSTMCell(units, dtype=dtype)
+        return self.legacy_cells.BasicLSTMCell(units, activation=_activation_argument(g), dtype=dtype)
 
 
 class TF1LSTMCell(TF1LSTM):
@@ -258,9 +346,23 @@ class TF1LSTMCell(TF1LSTM):
 
     name = "tf1-lstm"
     cell = "tf.compat.v1.nn.rnn_cell.LSTMCell (tf_keras legacy_cells)"
+    activations = (GATED, "sigmoid,relu,relu")  # activation: the candidate's and the output's, gates sigmoid
+    options = ("", "peepholes", "projection", "cell_clip", "projection+proj_clip",
+               "peepholes+projection+cell_clip+proj_clip")
+    mutation_options = "peepholes+projection+cell_clip+proj_clip"
+    projection_name = "num_proj"
+    mutations = {
+        **TF1LSTM.mutations,
+        "peepholes on the wrong gate (w_i_diag and w_f_diag swapped)": swapped("w_i_diag", "w_f_diag"),
+        "projection/kernel transposed (W_proj's (P, H) kept)": transposed(PROJECTION),
+        "projection/kernel reshaped from W_proj, not transposed": lambda n: {
+            **n, PROJECTION: n[PROJECTION].T.reshape(n[PROJECTION].shape)},
+        "cell_clip not passed to the cell": lambda n: {k: v for k, v in n.items() if k != "cell_clip"},
+        "proj_clip not passed to the cell": lambda n: {k: v for k, v in n.items() if k != "proj_clip"},
+    }
 
-    def _make(self, units: int, dtype, g: str):
-        return self.legacy_cells.LSTMCell(units, dtype=dtype)
+    def _make(self, units: int, dtype, g: str, **options):
+        return self.legacy_cells.LSTMCell(units, activation=_activation_argument(g), dtype=dtype, **options)
 
 
 # --- GRUCell: two denses ----------------------------------------------------------
@@ -275,6 +377,7 @@ class TF1GRUCell(TF1Cell):
     name = "tf1-gru"
     cell = "tf.compat.v1.nn.rnn_cell.GRUCell (tf_keras legacy_cells)"
     family, variant = "gru", "reset_before"
+    activations = (GATED, "sigmoid,relu")  # activation: the candidate's, gates sigmoid
     mutations = {
         "gates r and u swapped": swapped_gates("gates/kernel", 0, 1, 2),
         "state rows first in candidate/kernel": lambda n: {
@@ -283,7 +386,7 @@ class TF1GRUCell(TF1Cell):
     }
 
     def _make(self, units: int, dtype, g: str):
-        return self.legacy_cells.GRUCell(units, dtype=dtype)
+        return self.legacy_cells.GRUCell(units, activation=_activation_argument(g), dtype=dtype)
 
     def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
         I, H = input_size, hidden_size  # both biases, with or without a canonical bias

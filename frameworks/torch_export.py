@@ -15,6 +15,11 @@ exporter turns the packing into the operator's ``sequence_lens`` (sorted with To
 the module (``torch.export`` cannot guard on the data-dependent ``batch_sizes``;
 tests/equivalence/test_padded_onnx.py keeps the refusal checked), so it has no padded
 configurations. Chunked runs: each call's h_n (c_n) fed as the next call's h0 (c0), both exporters.
+
+No options: ONNX's LSTM has no projection, and neither exporter exports ``nn.LSTM(proj_size=P)``. The
+legacy exporter refuses it; the dynamo exporter writes an LSTM node of hidden_size P without weight_hr,
+which ONNX Runtime refuses to run (tests/equivalence/test_options_torch.py). Projected parameters are
+refused by name (``Adapter.check_params``).
 """
 
 from __future__ import annotations
