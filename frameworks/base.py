@@ -96,6 +96,10 @@ class Adapter:
     # option weights apply). An option outside every set is refused by name (check_params).
     options: tuple[str, ...] = ("",)
     mutation_options: str = ""
+    supported_options: frozenset[str] = frozenset()  # every name in ``options``, set on registration
+    # option -> why the system refuses it although the framework has something of that name (ONNX
+    # Runtime's LSTM clip computes another function than the spec's): said in the refusal.
+    refused_options: dict[str, str] = {}
     dtypes: tuple[str, ...] = ("float32", "float64")
     configs: tuple[LayerConfig, ...] = (CELL,)
     mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
@@ -146,8 +150,9 @@ class Adapter:
                 raise TypeError(f"adapter name {cls.name!r} is taken by {REGISTRY[cls.name].__qualname__}")
             if cls.family not in GATES:
                 raise TypeError(f"{cls.__qualname__}: family must be one of {sorted(GATES)}, got {cls.family!r}")
-            if cls.family != "rnn" and "activations" not in cls.__dict__:
-                cls.activations = (GATED,)  # a gated cell's activations are fixed: sigmoid gates, tanh
+            if cls.family != "rnn" and cls.activations == Adapter.activations:
+                cls.activations = (GATED,)  # a gated cell inheriting the vanilla defaults: its own defaults
+            cls.supported_options = frozenset(name for names in cls.options for name in names.split("+") if name)
             if cls.option_known_issues:
                 cls.known_issues = {**cls.known_issues, **{(g, d, o): reason for o, reason in cls.option_known_issues.items()
                                                            for g in cls.activations for d in cls.dtypes}}
@@ -210,10 +215,6 @@ class Adapter:
         projection, its size P (else None): read from the weights' names and shapes, so that the
         checks expect what they hold. A system without options holds none."""
         return (), None
-
-    @property
-    def supported_options(self) -> frozenset[str]:
-        return frozenset(name for names in self.options for name in names.split("+") if name)
 
     def to_native(self, params, config: LayerConfig = CELL) -> Native:
         native = {}
@@ -306,8 +307,11 @@ class Adapter:
             raise ValueError(f"{self.cell} computes a {computes} cell; got parameters of a {got} cell")
         unsupported = [name for name in stack.options if name not in self.supported_options]
         if unsupported:
+            name = unsupported[0]
+            if name in self.refused_options:
+                raise ValueError(f"{self.cell}: option {name!r} refused: {self.refused_options[name]}")
             own = f"; it has {sorted(self.supported_options)}" if self.supported_options else ""
-            raise ValueError(f"{self.cell} has no option {unsupported[0]!r} (reference.params.OPTIONS){own}: "
+            raise ValueError(f"{self.cell} has no option {name!r} (reference.params.OPTIONS){own}: "
                              f"it would be dropped, not computed")
         structure = (stack.num_layers, stack.num_directions, stack.has_bias)
         expected = (config.num_layers, config.num_directions, config.bias)

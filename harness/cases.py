@@ -251,7 +251,9 @@ OPTION_STEPS = 6
 def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """One case per non-default activation and per options set a system has (each other factor at its
     first level): quick, the first of them; default, all; full, all in both shapes."""
-    rows = [(g, "") for g in adapter.activations[1:]] + [(adapter.activations[0], o) for o in adapter.options if o]
+    # A projection alone cannot be dropped (W_h has its size): its mistakes are the adapters' mutations.
+    rows = [(g, "") for g in adapter.activations[1:]] + [(adapter.activations[0], o) for o in adapter.options
+                                                          if set(o.split("+")) - {"", "projection"}]
     rows = rows[:1] if depth == "quick" else rows
     shapes = SHAPES if depth == "full" else SHAPES[1:]
     return [case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config, activation=g,

@@ -17,7 +17,8 @@ from pathlib import Path
 from frameworks import adapter_class
 from frameworks.base import distribution_version
 
-SCHEMA_VERSION = 4  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked
+SCHEMA_VERSION = 5  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
+# 5: levels (by activation and options set)
 
 
 def cpu_name() -> str:
@@ -53,6 +54,7 @@ def build(summary, names) -> dict:
         "bitwise_integer_case": None if not row.exact else all(row.exact),
         "mutations_caught": row.mutations_caught, "mutations": row.mutations,
         "padded": row.padded.as_dict(), "chunked": row.chunked.as_dict(),
+        "levels": {level: runs.as_dict() for level, runs in sorted(row.levels.items())},
         "known_issues": sorted(row.known_issues), "failed_tests": _failed(row), "verdict": row.verdict,
     } for _, row in sorted(summary.systems.items())]
     pairs = [{"anchor": anchor(row.system, row.dtype), "pair": row.system, "dtype": row.dtype, "cases": row.cases,
@@ -113,6 +115,14 @@ def markdown(report: dict) -> str:
         lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['family']} | {s['cell']} "
                      f"| {s['versions']} | {s['cases']} | {s['known_issue_cases']} | {error} | {ratio} "
                      f"| {_runs(s['padded'])} | {_runs(s['chunked'])} | {bitwise} | {caught} | {s['verdict']} |")
+    levels = [(s, level, runs) for s in report["systems"] if len(s["levels"]) > 1 for level, runs in s["levels"].items()]
+    if levels:
+        lines += ["", "## By activation and options", "",
+                  "The reference comparisons of the systems above with more than one activation or options set, "
+                  "by activation (reference/params.py: a vanilla cell's g, a gated cell's \"f,g,h\") and options "
+                  "set; err/bound (cases).", "", "| system | dtype | activation+options | err/bound (cases) |",
+                  "|---|---|---|---|"]
+        lines += [f"| {s['system']} | {s['dtype']} | {level} | {_runs(runs)} |" for s, level, runs in levels]
     if report["non_equivalences"]:
         lines += ["", "## Proved non-equivalences", "", "| system | against | max difference | difference/bound | why |",
                   "|---|---|---|---|---|"]

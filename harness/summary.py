@@ -66,6 +66,9 @@ class Row:
     failed_tests: list = field(default_factory=list)  # (test id, last line of its error)
     padded: Runs = field(default_factory=Runs)
     chunked: Runs = field(default_factory=Runs)
+    # The reference comparisons by activation and options set ("default+peepholes"): the figures one
+    # cites for an option.
+    levels: dict = field(default_factory=dict)
 
     def add(self, record: dict) -> None:
         self.cell = record.get("cell") or self.cell
@@ -81,6 +84,8 @@ class Row:
             self.known_worst_ratio = max(self.known_worst_ratio or 0.0, record["ratio"])
             self.known_max_error = max(self.known_max_error, record["max_error"])
         elif kind in ("reference", "pair"):
+            if "level" in record:
+                self.levels.setdefault(record["level"], Runs()).add(record)
             self.cases += 1
             self.worst_ratio = max(self.worst_ratio, record["ratio"])
             self.max_error = max(self.max_error, record["max_error"])

@@ -182,9 +182,10 @@ def test_tf1_cell_clip_is_not_the_onnx_clip(adapter, load_system, record):
                     pair_bound(tf1_bound["output"], onnx_bound["output"]),
                     f"cell_clip={threshold} clips the state c; ONNX clip={threshold} clips every activation's "
                     "argument and keeps c")
+    # ONNX Runtime's clip is another function again (the adapter refuses it as the spec's), so the
+    # node is built directly: what a converter emitting clip=0.3 gets.
     ort = load_system("onnx-ort-lstm")
-    ort_h = ort.run(onnx_params, xs, state)
-    ort_h = {"h": ort_h["h"] if "h" in ort_h else ort_h["output"]}
+    ort_h = ort.run_native(ort.to_native(onnx_params), xs, state, case.config, "default")
     comparison = compare(tf1["h"], ort_h["h"], pair_bound(tf1_bound["output"], onnx_bound["output"]),
                          f"{adapter.describe()} cell_clip vs ONNX Runtime clip")
     record("nonequivalence", adapter, other="onnx-ort-lstm (clip)", dtype=dtype,

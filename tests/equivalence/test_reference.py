@@ -17,7 +17,8 @@ def test_matches_float64_reference(adapter, g, dtype, case, record):
     bounds = adapter.arrange(case.bound_vs_reference(dtype), case.config)
     comparison = compare_outputs(actual, expected, bounds,
                                  f"{adapter.describe()} vs float64 reference, {case.describe(dtype)}")
-    record("reference", adapter, dtype=dtype, **comparison.as_record())
+    level = case.activation + (f"+{case.options}" if case.options else "")
+    record("reference", adapter, dtype=dtype, level=level, **comparison.as_record())
     assert_dtype(actual, dtype, adapter.describe())
     assert_within_bound(comparison)
 
