@@ -26,6 +26,15 @@ bias (``use_bias=False``) has no bias weight.
 In a stack, layer k's cell for direction d is named ``layer{k}.forward.`` or
 ``layer{k}.backward.`` followed by the cell's own weight name.
 
+Activations, by name (``KERAS_ACTIVATIONS``, one table per Keras version): SimpleRNN's
+``activation`` is g; an LSTM's or GRU's ``recurrent_activation`` is the canonical f (LSTM i, f,
+o; GRU z, r) and its ``activation`` the canonical g (the candidate) and, in an LSTM, h too
+(h = o * activation(c)): Keras has one function for both, so it computes "f,g,g" only. The
+name "hard_sigmoid" is two functions: relu6(x + 3) / 6 in Keras 3 (every backend) and
+clip(0.2 x + 0.5, 0, 1) in Keras 2. Keras has no peepholes, projection or clipping
+(``check_params`` refuses them by name); tf_keras has no ``PeepholeLSTMCell`` (Keras 2's
+tf.keras.experimental one, deprecated for tensorflow_addons', itself at its end of life).
+
 Keras 3 chooses its backend once per process, from ``KERAS_BACKEND``. Each
 backend is its own adapter whose ``process_env`` names it, so a run covers
 all three: the one this process uses runs here, the others in child
@@ -41,10 +50,17 @@ from frameworks.base import (
     scaled, swapped, swapped_gates, swapped_names, transposed,
 )
 from reference.cells import state_keys
-from reference.params import GATES
+from reference.params import GATED, GATED_DEFAULTS, GATES
 from reference.stack import DIRECTIONS, StackParams
 
-KERAS_ACTIVATION = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}
+# Canonical activation names (reference.activations) -> each Keras version's own. "hard_sigmoid"
+# is relu6(x + 3) / 6 in Keras 3: tf.nn.relu6(x + 3) / 6, jax.nn.hard_sigmoid, torch's hardsigmoid
+# (keras/src/backend/*/nn.py; keras.ops.hard_sigmoid's docstring still says 0.2 x + 0.5), and
+# clip(0.2 x + 0.5, 0, 1) in Keras 2 (tf_keras/src/backend.py): the same name, two functions.
+_KERAS_SHARED = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}
+KERAS_ACTIVATIONS = {"keras": {**_KERAS_SHARED, "hard_sigmoid_relu6": "hard_sigmoid"},
+                     "tf_keras": {**_KERAS_SHARED, "hard_sigmoid_0.2": "hard_sigmoid"}}
+KERAS_HARD_SIGMOID = {"keras": "hard_sigmoid_relu6", "tf_keras": "hard_sigmoid_0.2"}  # each one's, canonically
 # Every weight is assigned right after build, so the initial values never matter; the
 # default orthogonal recurrent initializer would compile a QR decomposition for every
 # new shape (1 to 3 s each on the JAX backend).
@@ -137,11 +153,29 @@ class KerasMapping(KerasFamily, Adapter):
     def recurrent_kernel(self, config: LayerConfig) -> str:
         return self.tag(0, 0) + "recurrent_kernel"
 
+    @classmethod
+    def native_activation(cls, name: str) -> str:
+        """This Keras version's name of a canonical activation (reference.activations)."""
+        table = KERAS_ACTIVATIONS[cls.module]
+        if name not in table:
+            raise ValueError(f"{cls.module}: no activation computes {name!r}; it has {sorted(table)}")
+        return table[name]
+
+    def keras_activations(self, spec: str) -> dict[str, str]:
+        """The keyword arguments for an activation spec: SimpleRNN's g as ``activation``; a gated
+        spec's f as ``recurrent_activation`` and g as ``activation``, which an LSTM applies to c
+        too, so its h must be g."""
+        if self.family == "rnn":
+            return {"activation": self.native_activation(spec)}
+        f, g, *h = GATED_DEFAULTS[self.family] if spec == GATED else spec.split(",")
+        if h and h != [g]:
+            raise ValueError(f"{self.cell}: activation {spec!r}: Keras's `activation` is both the candidate's (g) "
+                             f"and the output's (h), so h must equal g")
+        return {"recurrent_activation": self.native_activation(f), "activation": self.native_activation(g)}
+
     def _make(self, units: int, g: str, use_bias: bool, dtype: str, **layer_options):
         """The Keras cell (or layer, with ``layer_options``) of this family, zero-initialized."""
-        options = dict(use_bias=use_bias, dtype=dtype, **ZERO_INIT, **layer_options)
-        if self.family == "rnn":
-            options["activation"] = KERAS_ACTIVATION[g]
+        options = dict(use_bias=use_bias, dtype=dtype, **ZERO_INIT, **self.keras_activations(g), **layer_options)
         if self.family == "gru":
             options["reset_after"] = self.variant == "reset_after"
         return getattr(self.keras.layers, KERAS_LAYERS[self.family] + ("" if self.layer else "Cell"))(units, **options)
@@ -446,11 +480,20 @@ TORCH_MATMUL_REASON = (
     "result_type, which demotes 64-bit dtypes; the cause reported in "
     "https://github.com/keras-team/keras/issues/23223, whose fix covered elementwise ops, not matmul"
 )
-TORCH_MATMUL_FLOAT64 = {(g, "float64"): TORCH_MATMUL_REASON for g in KERAS_ACTIVATION}
 
 
-def known_issues(backend: str | None, family: str, variant: str, layer: bool) -> dict:
-    """The known-issue attributes of one system: the float64 bugs of Keras 3 on jax and torch."""
+def float64_issues(activations, reason: str) -> dict[tuple[str, str], str]:
+    return {(g, "float64"): reason for g in activations}
+
+
+def with_tanh(activations) -> tuple[str, ...]:
+    """The activations that apply tanh (a gated cell's default does)."""
+    return tuple(g for g in activations if g == GATED or "tanh" in g.split(","))
+
+
+def known_issues(backend: str | None, family: str, variant: str, layer: bool, activations) -> dict:
+    """The known-issue attributes of one system: the float64 bugs of Keras 3 on jax (every
+    activation spec that applies tanh) and torch (every one: matmul)."""
     if backend == "jax" and family == "rnn":
         if layer:
             return {"known_issues": {key: reason + "; in SimpleRNN the scan then refuses the float32 carry "
@@ -459,18 +502,19 @@ def known_issues(backend: str | None, family: str, variant: str, layer: bool) ->
                     "known_issue_raises": (TypeError, AssertionError)}
         return {"known_issues": JAX_TANH_FLOAT64, "known_issue_scopes": ("reference", "activation")}  # tanh itself
     if backend == "jax":
-        issue = {"known_issues": {("default", "float64"): JAX_TANH_REASON}}
+        issue = {"known_issues": float64_issues(with_tanh(activations), JAX_TANH_REASON)}
         return {**issue, "known_issue_raises": (AssertionError, TypeError)} if layer else issue
     if backend == "torch" and family == "rnn":
-        return {"known_issues": TORCH_MATMUL_FLOAT64}
-    # LSTM and GRU(reset_after=True) layers on torch hand the whole sequence to torch's own
-    # nn.LSTM / nn.GRU kernels (keras/src/backend/torch/rnn.py) and compute float64 right;
-    # reset_after=False has no torch kernel and falls back to keras.ops, matmul included.
+        return {"known_issues": float64_issues(activations, TORCH_MATMUL_REASON)}
+    # LSTM and GRU(reset_after=True) layers on torch hand the whole sequence to the backend's lstm / gru
+    # (keras/src/backend/torch/rnn.py): cuDNN on CUDA with the default activations, else, on CPU with
+    # any activations, a loop of torch.matmul (_fallback_lstm, _fallback_gru), right in float64;
+    # reset_after=False has none and falls back to the generic loop of keras.ops, matmul included.
     if backend == "torch" and (not layer or variant == "reset_before"):
-        return {"known_issues": {("default", "float64"): TORCH_MATMUL_REASON}}
+        return {"known_issues": float64_issues(activations, TORCH_MATMUL_REASON)}
     if backend == "torch" and layer:  # right on whole runs; a mask leaves torch's kernels for keras.ops
         return {"padded_known_issues": {("default", "float64"): TORCH_MATMUL_REASON + "; with a mask, LSTM and "
-                                        "GRU(reset_after=True) leave torch's nn.LSTM / nn.GRU for the generic loop "
+                                        "GRU(reset_after=True) leave the torch backend's own loops for the generic one "
                                         "(keras/src/backend/torch/rnn.py), and its matmul"}}
     return {}
 
@@ -495,6 +539,18 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
     name = prefix + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") \
         + ("-rnn" if base.layer else "")
     runtime, group = backend or "tensorflow", "rnn" if family == "rnn" else "gated"
+    hard = KERAS_HARD_SIGMOID[module]  # the one hard sigmoid this Keras computes
+    activations = {
+        # Layers are tested for their structure (stacking, directions, options, states); each
+        # activation is the cell's own code, tested on the cells. tanh saturates, relu does not,
+        # the hard sigmoid is clipped.
+        "rnn": ("tanh", "relu", hard) if base.layer else (*Adapter.activations, hard),
+        # recurrent_activation, activation (= the LSTM's g and h): KerasMapping.keras_activations.
+        # Layers take every spec: the LSTM and GRU loops of the torch backend, and jax's GRU loop
+        # (reset_after), apply them on their own (keras/src/backend/*/rnn.py), not the cell's call.
+        "lstm": (GATED, f"{hard},tanh,tanh", "sigmoid,relu,relu"),
+        "gru": (GATED, f"{hard},tanh", "sigmoid,relu"),
+    }[family]
     attributes = {
         "name": name, "family": family, "variant": variant, "module": module, "backend": backend,
         "cell": f"{module}.layers.{KERAS_LAYERS[family]}{'' if base.layer else 'Cell'}"
@@ -502,13 +558,9 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
         "kept_hidden_biases": GATES["gru"] if variant == "reset_after" else (),
         "distributions": (module, runtime), "requires": (module, runtime),
         "process_env": {"KERAS_BACKEND": backend} if backend else {},
-        "mutations": CELL_MUTATIONS[family],
-        **known_issues(backend, family, variant, base.layer), "__module__": __name__,
+        "mutations": CELL_MUTATIONS[family], "activations": activations,
+        **known_issues(backend, family, variant, base.layer, activations), "__module__": __name__,
     }
-    if base.layer and family == "rnn":
-        # Layers are tested for their structure (stacking, directions, options, states); each
-        # activation is the cell's own code, tested on the cells. tanh saturates, relu does not.
-        attributes["activations"] = ("tanh", "relu")
     if base.layer:
         attributes.update(configs=SIMPLE_RNN_CONFIGS if family == "rnn" else GATED_LAYER_CONFIGS,
                           mutation_config=MUTATION_CONFIGS[group], mutations=LAYER_MUTATIONS[group],

@@ -45,7 +45,6 @@ from reference.activations import activation
 from reference.params import CellParams
 
 
-
 def _column(b):
     """A bias as a column, or 0 for a cell without biases."""
     return 0.0 if b is None else b[:, None]

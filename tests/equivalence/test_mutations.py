@@ -14,8 +14,7 @@ the options design's cases: ``test_options_dropped_or_confused_are_detected``.
 import pytest
 
 from harness.compare import compare_outputs
-
-ORDERS_OF_MAGNITUDE = 100  # a wrong mapping is not a rounding effect
+from harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
 
 
 def test_wrong_mapping_is_detected(adapter, mutation, mutation_case, record):
@@ -65,10 +64,5 @@ def test_options_dropped_or_confused_are_detected(adapter, case, record):
     dtype = "float32"
     wrong = list(options_gotten_wrong(adapter, case, dtype))
     assert wrong, f"{case}: no option or activation to get wrong"
-    expected, bounds = (adapter.arrange(r, case.config) for r in (case.reference(), case.bound_vs_reference(dtype)))
     for what, params in wrong:
-        actual = adapter.run(params, case.inputs(dtype), case.state(dtype), case.config)
-        comparison = compare_outputs(actual, expected, bounds, f"{adapter.describe()} with {what}, {case.describe(dtype)}")
-        record("mutation", adapter, mutation=what, detected=not comparison.equivalent, by="values",
-               ratio=comparison.ratio)
-        assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"{what} went undetected: {comparison.message()}"
+        assert_detected(adapter, case, what, record, params, dtype)

@@ -10,9 +10,9 @@
 import pytest
 
 from harness.cases import mutation_cases
-from harness.compare import compare, compare_outputs
+from harness.compare import compare
+from harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
 
-ORDERS_OF_MAGNITUDE = 100  # as in test_mutations: a wrong run is not a rounding effect
 DTYPE = "float32"
 
 
@@ -29,14 +29,7 @@ def test_gate_fn_and_activation_fn_exchanged_is_detected(adapter, monkeypatch, r
         "gate_fn": built(spec)["activation_fn"], "activation_fn": built(spec)["gate_fn"]})
     for spec in adapter.activations:
         case = mutation_cases(adapter)[0].with_(activation=spec)
-        mutation = f"gate_fn and activation_fn exchanged ({spec})"
-        actual = adapter.run(case.stack(DTYPE), case.inputs(DTYPE), case.state(DTYPE), case.config)
-        comparison = compare_outputs(actual, adapter.arrange(case.reference(), case.config),
-                                     adapter.arrange(case.bound_vs_reference(DTYPE), case.config),
-                                     f"{adapter.describe()} with {mutation}, {case.describe(DTYPE)}")
-        record("mutation", adapter, mutation=mutation, detected=not comparison.equivalent, by="values",
-               ratio=comparison.ratio)
-        assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"mutation went undetected: {comparison.message()}"
+        assert_detected(adapter, case, f"gate_fn and activation_fn exchanged ({spec})", record)
 
 
 @pytest.mark.applies_to(lambda cls: is_flax(cls) and cls.family == "rnn" and not cls.layer)
