@@ -185,6 +185,7 @@ def pytest_generate_tests(metafunc):
             known = dict(cls.known_issues) if marker and scope in cls.known_issue_scopes else {}
             if marker and make_cases is padded_cases:
                 known.update(cls.padded_known_issues)
+            options_known = cls.option_known_issues if known else {}
             # A case carries its activation; without cases, ``g`` runs over the system's activations.
             cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
             # What an upstream bug breaks is shown on the quick design (every level once), short of
@@ -194,13 +195,14 @@ def pytest_generate_tests(metafunc):
             broken = make_cases(cls, "quick", seed) if known and "case" in argnames and short else cases
             for case in dict.fromkeys(cases + broken):
                 def runs(dtype, case=case):
-                    return case is None or case in (broken if known_reason(known, case, dtype) else cases)
+                    return case is None or case in (broken if known_reason(known, case, dtype, None, options_known)
+                                                    else cases)
 
                 axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
                         "g": [case.activation] if case else cls.activations,
                         "mutation_case": mutation_cases(cls, depth) if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
-                combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c, case)
+                combos += [_with_known_issue(cls, known, dict(zip(argnames, c)), c, case, options_known)
                            for c in itertools.product(*(axes[a] for a in argnames))]
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:
@@ -241,7 +243,7 @@ def paired_cases(classes, depth, seed):
 
     def computes(cls, case):
         return (case.activation in cls.activations and case.options in cls.options
-                and not known_reason(cls.known_issues, case, "float32"))
+                and not known_reason(cls.known_issues, case, "float32", None, cls.option_known_issues))
 
     for anchor, name in anchored_pairs(classes):
         other = by_name[name]
@@ -258,16 +260,22 @@ def paired_cases(classes, depth, seed):
     return out
 
 
-def known_reason(known, case, dtype, g=None):
-    """The upstream bug an (activation, dtype) or (activation, dtype, options set) meets, or None."""
+def known_reason(known, case, dtype, g=None, options_known=None):
+    """The upstream bug an (activation, dtype), or (activation, dtype, options set), meets, or None. A bug
+    in an option (``options_known``: ``Adapter.option_known_issues``) shows only where that option
+    changes the results: elsewhere (one step from a zero state, a threshold not reached) the buggy
+    system computes the right thing, and the case runs as any other."""
     g = case.activation if case is not None else g
-    return known.get((g, dtype, case.options if case is not None else "")) or known.get((g, dtype))
+    reason = known.get((g, dtype, case.options)) if case is not None else None
+    if reason and options_known and not case.changed_by(set(options_known) & set(case.option_names), dtype):
+        reason = None
+    return reason or known.get((g, dtype))
 
 
-def _with_known_issue(cls, known, named, values, case):
+def _with_known_issue(cls, known, named, values, case, options_known):
     """A parameter set, marked as a strict expected failure where the adapter knows an upstream bug."""
     test_id = "-".join(str(v) for v in values if v is not None).replace(" ", "_")
-    reason = known_reason(known, case, named.get("dtype"), named.get("g"))
+    reason = known_reason(known, case, named.get("dtype"), named.get("g"), options_known)
     marks = [pytest.mark.xfail(strict=True, raises=cls.known_issue_raises, reason=reason)] if reason else []
     return pytest.param(*values, id=test_id, marks=marks + _child_group(cls))
 

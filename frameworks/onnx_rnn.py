@@ -444,8 +444,8 @@ def _onnx_gated(evaluation, label: str, family: str, variant: str = "") -> type:
     qualname = f"Onnx_{label}_{family}{suffix}".replace("-", "_")
     reference = evaluation is OnnxReferenceEvaluation
     options = ORT_LSTM_OPTIONS if family == "lstm" and not reference else GATED_OPTIONS[family]
-    known = {o: evaluation.ignores_clip if "gate_clip" in o else evaluation.ignores_input_forget
-             for o in options if "gate_clip" in o or "coupled_gates" in o} if reference else {}
+    known = {"gate_clip": evaluation.ignores_clip, **({"coupled_gates": evaluation.ignores_input_forget}
+                                                     if family == "lstm" else {})} if reference else {}
     return type(qualname, (evaluation, OnnxGated), {
         "name": f"onnx-{label}-{family}{suffix}", "cell": f"ONNX {family.upper()}", "family": family,
         "variant": variant, "options": options, "mutation_options": "peepholes" if family == "lstm" else "",

@@ -121,6 +121,15 @@ class Case:
         """Allowed |computed in dtype - float64 reference|: both carry rounding error."""
         return pair_bound(self.bound(dtype), self.bound("float64"))
 
+    def changed_by(self, options, dtype: str) -> bool:
+        """Whether the options ``options`` (names) change this case's results beyond the bound in
+        ``dtype``: a threshold may never be reached, e.g. one step from a zero state."""
+        if not options:
+            return False
+        without = self.with_(options="+".join(n for n in self.option_names if n not in options))
+        reference, other, bound = self.reference(), without.reference(), self.bound_vs_reference(dtype)
+        return any(np.any(np.abs(reference[k] - other[k]) > bound[k]) for k in reference)
+
     def chunk_inputs(self, dtype="float64") -> list[np.ndarray]:
         xs, bounds = self.inputs(dtype), np.cumsum(self.chunks)[:-1]
         return np.split(xs, bounds)
