@@ -34,7 +34,7 @@ import numpy as np
 
 from reference.cells import state_keys
 from reference.padding import Padding
-from reference.params import FLOAT_DTYPES, GATED, GATES, CellParams
+from reference.params import FLOAT_DTYPES, GATED, GATES, CellParams, activation_names
 from reference.stack import StackParams
 
 Native = dict[str, np.ndarray]
@@ -251,6 +251,13 @@ class Adapter:
         """True where the system reads x_T..x_1 and reports in that order (Keras ``go_backwards``)."""
         return False
 
+    def activation_arguments(self, spec: str) -> dict | None:
+        """A system that builds its cell from activation arguments: their values for an activation spec,
+        by the framework's own names, in the order f, g (Keras's recurrent_activation and activation,
+        Flax's gate_fn and activation_fn); None where activations are fixed or travel otherwise. The
+        tests exchange them (test_mutations.py)."""
+        return None
+
     def run_native(self, native: Native, xs: np.ndarray, state, config: LayerConfig, g: str) -> dict:
         """Run the framework on its own weights; outputs as ``arrange`` shapes them. A system with
         ``padded_configs`` takes ``padding=`` (a ``reference.padding.Padding`` or None) too."""
@@ -433,6 +440,17 @@ def distribution_version(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def gate_and_candidate(family: str, spec: str, cell: str, argument: str) -> tuple[str, str]:
+    """A gated spec's f and g, for a framework with one function for the candidate and the output (an
+    LSTM's g and h: Keras's ``activation``, Flax's ``activation_fn``): a spec with h other than g is
+    refused, naming that ``argument``."""
+    f, g, *h = activation_names(family, spec)
+    if h and h != [g]:
+        raise ValueError(f"{cell}: activation {spec!r}: {argument} is both the candidate's (g) and the output's (h), "
+                         f"so h must equal g")
+    return f, g
 
 
 def gates_text(family: str, symbol: str) -> str:

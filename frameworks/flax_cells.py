@@ -34,11 +34,11 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, import_framework, reorder_gates, scaled, swapped, swapped_names,
-    transposed,
+    Adapter, LayerConfig, Native, NativeSpec, gate_and_candidate, import_framework, reorder_gates, scaled, swapped,
+    swapped_names, transposed,
 )
 from reference.cells import state_keys
-from reference.params import GATED, GATED_DEFAULTS
+from reference.params import GATED
 from reference.stack import DIRECTIONS
 
 
@@ -70,13 +70,10 @@ class FlaxBase(Adapter):
         return {"tanh": jnp.tanh, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid,
                 "hard_sigmoid_relu6": jax.nn.hard_sigmoid, "identity": lambda z: z}[name]
 
-    def _gated_functions(self, spec: str) -> dict:
+    def activation_arguments(self, spec: str) -> dict:
         """A gated spec ("default", LSTM "f,g,h", GRU "f,g") as the cell's keywords: gate_fn = f,
         activation_fn = g, which the LSTM also applies to c (h), so h must be g."""
-        f, g, *h = GATED_DEFAULTS[self.family] if spec == GATED else spec.split(",")
-        if h and h != [g]:
-            raise ValueError(f"{self.cell}: activation {spec!r}: activation_fn is both the candidate's (g) and "
-                             f"the output's (h) activation, so h must equal g")
+        f, g = gate_and_candidate(self.family, spec, self.cell, "activation_fn")
         return {"gate_fn": self._activation(f), "activation_fn": self._activation(g)}
 
     # --- building ---------------------------------------------------------------------
@@ -340,7 +337,7 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
 #       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
 #       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
 LSTM_GATES = ("i", "f", "g", "o")
-# The specs compared (reference.params), given as gate_fn and activation_fn (_gated_functions).
+# The specs compared (reference.params), given as gate_fn and activation_fn (activation_arguments).
 # Each registered class names them itself: registration sets ("default",) on a gated class that
 # does not, inherited or not.
 LSTM_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu")  # activation_fn is g and h
@@ -414,7 +411,7 @@ class FlaxNNXLSTMCell(FlaxLSTMCell):
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
         return self._nnx_stepper(self._nnx_cell(self.nnx.LSTMCell, native, "", input_size, hidden_size, dtype,
-                                                **self._gated_functions(g)))
+                                                **self.activation_arguments(g)))
 
 
 class FlaxLinenLSTMCell(FlaxLSTMCell):
@@ -428,7 +425,7 @@ class FlaxLinenLSTMCell(FlaxLSTMCell):
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
         return self._linen_stepper(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
-                                                       **self._gated_functions(g)), native)
+                                                       **self.activation_arguments(g)), native)
 
 
 class FlaxLinenGRUCell(FlaxBase):
@@ -482,7 +479,7 @@ class FlaxLinenGRUCell(FlaxBase):
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
         return self._linen_stepper(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
-                                                      **self._gated_functions(g)), native)
+                                                      **self.activation_arguments(g)), native)
 
 
 class FlaxNNXGRUCell(FlaxBase):
@@ -529,4 +526,4 @@ class FlaxNNXGRUCell(FlaxBase):
 
     def _stepper(self, native, input_size, hidden_size, dtype, g):
         return self._nnx_stepper(self._nnx_cell(self.nnx.GRUCell, native, "", input_size, hidden_size, dtype,
-                                                **self._gated_functions(g)))
+                                                **self.activation_arguments(g)))

@@ -46,11 +46,11 @@ from __future__ import annotations
 import numpy as np
 
 from frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, distribution_version, gates_text, import_framework, reorder_gates,
-    scaled, swapped, swapped_gates, swapped_names, transposed,
+    Adapter, LayerConfig, Native, NativeSpec, distribution_version, gate_and_candidate, gates_text, import_framework,
+    reorder_gates, scaled, swapped, swapped_gates, swapped_names, transposed,
 )
 from reference.cells import state_keys
-from reference.params import GATED, GATED_DEFAULTS, GATES
+from reference.params import GATED, GATES
 from reference.stack import DIRECTIONS, StackParams
 
 # Canonical activation names (reference.activations) -> each Keras version's own. "hard_sigmoid"
@@ -161,21 +161,18 @@ class KerasMapping(KerasFamily, Adapter):
             raise ValueError(f"{cls.module}: no activation computes {name!r}; it has {sorted(table)}")
         return table[name]
 
-    def keras_activations(self, spec: str) -> dict[str, str]:
+    def activation_arguments(self, spec: str) -> dict[str, str]:
         """The keyword arguments for an activation spec: SimpleRNN's g as ``activation``; a gated
         spec's f as ``recurrent_activation`` and g as ``activation``, which an LSTM applies to c
         too, so its h must be g."""
         if self.family == "rnn":
             return {"activation": self.native_activation(spec)}
-        f, g, *h = GATED_DEFAULTS[self.family] if spec == GATED else spec.split(",")
-        if h and h != [g]:
-            raise ValueError(f"{self.cell}: activation {spec!r}: Keras's `activation` is both the candidate's (g) "
-                             f"and the output's (h), so h must equal g")
+        f, g = gate_and_candidate(self.family, spec, self.cell, "Keras's `activation`")
         return {"recurrent_activation": self.native_activation(f), "activation": self.native_activation(g)}
 
     def _make(self, units: int, g: str, use_bias: bool, dtype: str, **layer_options):
         """The Keras cell (or layer, with ``layer_options``) of this family, zero-initialized."""
-        options = dict(use_bias=use_bias, dtype=dtype, **ZERO_INIT, **self.keras_activations(g), **layer_options)
+        options = dict(use_bias=use_bias, dtype=dtype, **ZERO_INIT, **self.activation_arguments(g), **layer_options)
         if self.family == "gru":
             options["reset_after"] = self.variant == "reset_after"
         return getattr(self.keras.layers, KERAS_LAYERS[self.family] + ("" if self.layer else "Cell"))(units, **options)
@@ -545,7 +542,7 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
         # activation is the cell's own code, tested on the cells. tanh saturates, relu does not,
         # the hard sigmoid is clipped.
         "rnn": ("tanh", "relu", hard) if base.layer else (*Adapter.activations, hard),
-        # recurrent_activation, activation (= the LSTM's g and h): KerasMapping.keras_activations.
+        # recurrent_activation, activation (= the LSTM's g and h): KerasMapping.activation_arguments.
         # Layers take every spec: the LSTM and GRU loops of the torch backend, and jax's GRU loop
         # (reset_after), apply them on their own (keras/src/backend/*/rnn.py), not the cell's call.
         "lstm": (GATED, f"{hard},tanh,tanh", "sigmoid,relu,relu"),

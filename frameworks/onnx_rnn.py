@@ -62,7 +62,7 @@ from frameworks.base import (
 )
 from reference.cells import state_keys
 from reference.padding import Padding
-from reference.params import GATED, GATED_DEFAULTS
+from reference.params import GATED, activation_names
 from reference.stack import StackParams
 
 # Canonical activation names (reference.activations) -> ONNX's name, with its (alpha, beta) where it
@@ -88,7 +88,7 @@ def onnx_activations(family: str, g: str, directions: int, order=None) -> dict:
     for the canonical spec ``g``: a vanilla cell's name, or a gated cell's "default" / "f,g,h" / "f,g",
     the order ONNX lists them in, repeated per direction. ``order``: a permutation of that list (the
     mutation "activations in the wrong order")."""
-    names = (g,) if family == "rnn" else GATED_DEFAULTS[family] if g == GATED else tuple(g.split(","))
+    names = activation_names(family, g)
     entries = [ONNX_ACTIVATION[name] for name in (names if order is None else [names[k] for k in order])]
     attributes = {"activations": [entry[0] for entry in entries] * directions}
     if any(len(entry) > 1 for entry in entries):

@@ -56,6 +56,13 @@ LSTM_ONLY_OPTIONS = ("peepholes", "projection", "cell_clip", "proj_clip", "coupl
 CELL_CLIP, PROJ_CLIP, GATE_CLIP = 0.3, 0.05, 0.8
 
 
+def activation_names(family: str, spec: str) -> tuple[str, ...]:
+    """An activation spec by name, one per place: rnn (g,), LSTM (f, g, h), GRU (f, g)."""
+    if family == "rnn":
+        return (spec,)
+    return GATED_DEFAULTS[family] if spec == GATED else tuple(spec.split(","))
+
+
 def projection_size(hidden_size: int) -> int:
     return max(1, hidden_size - 2)
 # Gate scales for random parameters: visibly different, so that a swapped pair of
@@ -228,9 +235,7 @@ class CellParams:
     @property
     def gate_activations(self) -> tuple[str, ...]:
         """Gated cells: (f, g, h) for an LSTM, (f, g) for a GRU, by name; rnn: (g,)."""
-        if self.family == "rnn":
-            return (self.activation,)
-        return GATED_DEFAULTS[self.family] if self.activation == GATED else tuple(self.activation.split(","))
+        return activation_names(self.family, self.activation)
 
     @property
     def options(self) -> tuple[str, ...]:

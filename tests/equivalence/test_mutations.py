@@ -11,8 +11,12 @@ Options are gotten wrong at the level of the cell (an option dropped, another ac
 the options design's cases: ``test_options_dropped_or_confused_are_detected``.
 """
 
+import os
+
 import pytest
 
+from frameworks.base import Adapter
+from harness.cases import mutation_cases
 from harness.compare import compare_outputs
 from harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
 
@@ -66,3 +70,28 @@ def test_options_dropped_or_confused_are_detected(adapter, case, record):
     assert wrong, f"{case}: no option or activation to get wrong"
     for what, params in wrong:
         assert_detected(adapter, case, what, record, params, dtype)
+
+
+def builds_from_activation_arguments_here(cls):
+    """A gated system whose cell takes its activations as arguments (``Adapter.activation_arguments``),
+    run in this process: a monkeypatch here reaches no child process (Keras on another backend)."""
+    in_this_process = all(os.environ.get(key) == value for key, value in cls.process_env.items())
+    return cls.family != "rnn" and in_this_process and cls.activation_arguments is not Adapter.activation_arguments
+
+
+@pytest.mark.applies_to(lambda cls: builds_from_activation_arguments_here(cls))
+def test_activation_arguments_exchanged_are_detected(adapter, monkeypatch, record):
+    """The gates' and the candidate's activation given the wrong way round (Keras's
+    recurrent_activation and activation, Flax's gate_fn and activation_fn), on every spec the system
+    declares: far from the reference, on the square mutation case."""
+    built = adapter.activation_arguments
+
+    def exchanged(spec):
+        (f_name, f), (g_name, g) = built(spec).items()
+        return {f_name: g, g_name: f}
+
+    monkeypatch.setattr(adapter, "activation_arguments", exchanged)
+    for spec in adapter.activations:
+        f_name, g_name = built(spec)
+        case = mutation_cases(adapter)[0].with_(activation=spec)
+        assert_detected(adapter, case, f"{f_name} and {g_name} exchanged ({spec})", record)

@@ -1,9 +1,6 @@
 """Keras's activations, measured on the installed versions (Keras 3 and Keras 2, ``tf_keras``): what
 test_reference.py cannot show.
 
-- ``recurrent_activation`` (the canonical f) and ``activation`` (g, and the LSTM's h) given the wrong
-  way round: far from the reference on every declared spec, the mistake test_mutations.py cannot
-  express (its mutations rewrite weights and run on the first activation, "default").
 - "default" is what Keras builds when a model names no activation: a ported model that relied on
   the defaults computes the "default" the suite compares.
 - An LSTM applies its one ``activation`` to the candidate (g) and to c (h): ONNX's "f,g,h" with h
@@ -13,9 +10,10 @@ Keras 3's "hard_sigmoid" being relu6(x + 3) / 6 on each backend, and Keras 2's c
 0, 1), is test_reference.py's activation accuracy test on the SimpleRNN cells (the table:
 ``frameworks.keras3.KERAS_ACTIVATIONS``); the two under one name, test_non_equivalence.py.
 
-The first two tests run where Keras is in this process (the TensorFlow backend, tf_keras): the
-mapping (``KerasMapping.keras_activations``) is one for every backend, and a monkeypatch here
-reaches no child process.
+``recurrent_activation`` and ``activation`` given the wrong way round is caught by
+test_mutations.py (``test_activation_arguments_exchanged_are_detected``). The first test runs where
+Keras is in this process (the TensorFlow backend, tf_keras): the mapping
+(``KerasMapping.activation_arguments``) is one for every backend.
 """
 
 import os
@@ -23,7 +21,6 @@ import os
 import pytest
 
 from harness.cases import mutation_cases
-from harness.detection import assert_detected
 
 DTYPE = "float32"
 
@@ -36,18 +33,6 @@ def in_this_process(cls):
     return all(os.environ.get(key) == value for key, value in cls.process_env.items())
 
 
-@pytest.mark.applies_to(lambda cls: is_keras(cls) and cls.family != "rnn" and in_this_process(cls))
-def test_activation_and_recurrent_activation_exchanged_is_detected(adapter, monkeypatch, record):
-    """Every declared activation spec, run with ``activation`` and ``recurrent_activation`` exchanged,
-    on the mutation case: the error exceeds the bound by orders of magnitude."""
-    built = adapter.keras_activations
-    monkeypatch.setattr(adapter, "keras_activations", lambda spec: {
-        "activation": built(spec)["recurrent_activation"], "recurrent_activation": built(spec)["activation"]})
-    for spec in adapter.activations:
-        case = mutation_cases(adapter)[0].with_(activation=spec)
-        assert_detected(adapter, case, f"activation and recurrent_activation exchanged ({spec})", record)
-
-
 @pytest.mark.applies_to(lambda cls: is_keras(cls) and in_this_process(cls))
 def test_default_is_what_keras_builds_without_names(adapter):
     """A cell or layer built without activation arguments holds the very functions the adapter names
@@ -58,7 +43,7 @@ def test_default_is_what_keras_builds_without_names(adapter):
 
     built = adapter._make(2, adapter.activations[0], True, DTYPE)
     unnamed = type(built)(2, **({"reset_after": cell(built).reset_after} if adapter.family == "gru" else {}))
-    for argument, name in adapter.keras_activations(adapter.activations[0]).items():
+    for argument, name in adapter.activation_arguments(adapter.activations[0]).items():
         function = adapter.keras.activations.get(name)
         assert getattr(cell(unnamed), argument) is function is getattr(cell(built), argument), (
             f"{adapter.cell}: {argument} is {getattr(cell(unnamed), argument)} when not named; "
@@ -73,4 +58,4 @@ def test_lstm_output_activation_other_than_the_candidates_is_refused(adapter):
     with pytest.raises(ValueError, match=rf"activation '{spec}' is not supported; expected one of"):
         adapter.run(case.stack(DTYPE), case.inputs(DTYPE), case.state(DTYPE), case.config)
     with pytest.raises(ValueError, match=r"`activation` is both the candidate's \(g\) and the output's \(h\)"):
-        adapter.keras_activations(spec)
+        adapter.activation_arguments(spec)

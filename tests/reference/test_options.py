@@ -39,6 +39,8 @@ OPTION_SETS = {
     "gru": ("gate_clip",),
 }
 STACKED = LayerConfig(num_layers=2, bidirectional=True)
+# An option that binds moves results by 1e-2 or more, float32 bounds are 1e-6 to 1e-5: 1e3 leaves a
+# margin, and the thresholds were chosen to clear it (reference.params, CELL_CLIP).
 FAR_MORE_THAN_ROUNDING = 1e3
 
 
@@ -135,6 +137,8 @@ def test_hard_sigmoids_by_hand():
     z = np.array([-4.0, -3.0, -2.5, -1.0, 0.0, 1.0, 2.5, 2.9, 3.0, 4.0])
     assert_bitwise_equal(activation("hard_sigmoid_0.2")(z), np.clip(0.2 * z + 0.5, 0, 1), "0.2 z + 0.5")
     expected = np.array([0.0, 0.0, 0.0, 0.3, 0.5, 0.7, 1.0, 1.0, 1.0, 1.0])
+    # 0.2 z + 0.5 in float64 against decimal values: two roundings of numbers below 1 (<= 2**-53 each
+    # near 0.5, the literals' own rounding included); relu6 / 6 likewise one division, 2**-52 at most.
     np.testing.assert_allclose(activation("hard_sigmoid_0.2")(z), expected, rtol=0, atol=2**-53)
     relu6 = np.array([0, 0, 0.5, 2, 3, 4, 5.5, 5.9, 6, 6]) / 6
     np.testing.assert_allclose(activation("hard_sigmoid_relu6")(z), relu6, rtol=0, atol=2**-52)
@@ -162,6 +166,8 @@ def test_lstm_step_with_every_option_by_hand():
     c_expected = min(s(2 - 0.25) * 1 + s(1 + 0.5) * math.tanh(3), 0.3)  # clipped: 1.7... -> 0.3
     assert c[0, 0] == c_expected == 0.3
     m = s(4 + 0.75 * 0.3) * math.tanh(0.3)
+    # A handful of float64 operations in other orders and libraries (math against NumPy): within
+    # 2 ulps, 4e-16 relative, as in test_gated_reference.py's hand-computed steps.
     assert h[0, 0] == pytest.approx(max(-0.5, min(0.5, 2 * m)), rel=4e-16)
     assert 2 * m > 0.5 and h[0, 0] == 0.5  # the projection clip binds too
 
