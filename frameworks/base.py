@@ -144,6 +144,13 @@ class Adapter:
     # Chunked runs: configurations in which a sequence is run in several calls, each starting from
     # the state the previous call returned (``returned_state``, or the system's own carry).
     chunked_configs: tuple[LayerConfig, ...] = ()
+    # Gradients (tests/equivalence/test_gradients.py): the framework's own automatic differentiation, by
+    # name ("torch.autograd", "tf.GradientTape", "jax.vjp"); "" for a system without one (the NumPy
+    # formulas, ONNX runtimes, exported graphs), which the gradient tests leave out by name.
+    autodiff: str = ""
+    # The optimizers the system steps with its framework's own implementation ("sgd", "adam"), and the
+    # framework's name for each (e.g. "torch.optim.Adam"), for the messages and the report.
+    optimizers: dict[str, str] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -274,6 +281,88 @@ class Adapter:
             return self.run_native(self.to_native(stack, config), xs, state, config, stack.activation)
         self.check_padding(padding, xs)
         return self.run_native(self.to_native(stack, config), xs, state, config, stack.activation, padding=padding)
+
+    # --- gradients and one optimizer step ------------------------------------------
+    def gradients_native(self, native: Native, xs: np.ndarray, state, config: LayerConfig, g: str,
+                         cotangents: dict, padding: Padding | None = None) -> dict:
+        """The framework's own gradients of the loss sum_k <outputs[k], cotangents[k]>, where ``outputs``
+        is what ``run_native`` returns for the same arguments (same keys, shapes and dtype as
+        ``cotangents``): {"weights": {native name: array shaped like native[name]}, "inputs": shaped
+        like ``xs`` (T, batch, I), "state": {key: shaped like state[key]} ({} when ``state`` is None)}.
+        Computed by ``autodiff``, in the dtype of ``xs``."""
+        raise NotImplementedError
+
+    def optimizer_step_native(self, native: Native, xs: np.ndarray, state, config: LayerConfig, g: str,
+                              cotangents: dict, optimizer: dict, padding: Padding | None = None) -> Native:
+        """One step of the framework's own optimizer from the weights ``native`` on the loss of
+        ``gradients_native``: the new native weights. ``optimizer``: {"name": "sgd" or "adam",
+        "learning_rate": lr} and, for Adam, any of "beta_1", "beta_2", "epsilon" (the framework's own
+        default where one is left out)."""
+        raise NotImplementedError
+
+    def gradients(self, params, xs, state, config: LayerConfig, cotangents: dict,
+                  padding: Padding | None = None) -> dict:
+        """Map ``params`` to native weights, differentiate with the framework, and map the weights'
+        gradients back to the canonical layout (``gradients_from_native``): {"params": StackParams of
+        gradients, "inputs": (T, batch, I), "state": {key: (L*D, batch, H)}}."""
+        stack = StackParams.of(params)
+        self.check_params(stack, config)
+        xs = np.asarray(xs)
+        extra = {}
+        if padding is not None:
+            self.check_padding(padding, xs)
+            extra["padding"] = padding
+        native = self.to_native(stack, config)
+        result = self.gradients_native(native, xs, state, config, stack.activation, cotangents, **extra)
+        return {"params": self.gradients_from_native(result["weights"], config), "inputs": result["inputs"],
+                "state": result["state"]}
+
+    def gradients_from_native(self, native_gradients: Native, config: LayerConfig) -> StackParams:
+        """The canonical gradients, from the gradients of the native weights, by the adapter's own way
+        back (``cell_from_native``), written once for every system:
+
+        - a mapping is affine, native = A(canonical) + constant (TF1 folds ``forget_bias`` into its
+          bias): the gradient goes back through A's adjoint alone, so the constant, which the way back
+          undoes on weights, is left out here (the way back of zero weights is subtracted);
+        - A permutes, transposes and splits (gate order, kernel layout, a concatenated kernel), so its
+          adjoint is its inverse, except where it sums: a framework that stores one bias b = b_x + b_h
+          gives dL/db, and dL/db_x = dL/db_h = dL/db, so each canonical bias receives the whole of it
+          (the way back of weights puts b in b_x and 0 in b_h). A converter that halves it between the
+          two is wrong (test_gradients.py's mutations).
+        A bias-free configuration's held zero biases (TF1, Flax) have gradients, which no canonical
+        parameter receives."""
+        zeros = {name: np.zeros_like(value) for name, value in native_gradients.items()}
+        cells = []
+        for k in range(config.num_layers):
+            layer = []
+            for d in range(config.num_directions):
+                tag = self.tag(k, d)
+                grads, offset = self.cell_from_native(native_gradients, tag), self.cell_from_native(zeros, tag)
+                grads = grads.replace(**{name: getattr(grads, name) - getattr(offset, name)
+                                         for name in ("W_x", "W_h", "b_x", "b_h") if getattr(grads, name) is not None})
+                if grads.has_bias:
+                    b_h, H = grads.b_h.copy(), grads.hidden_size
+                    for j, gate in enumerate(GATES[self.family]):
+                        if gate not in self.kept_hidden_biases:
+                            b_h[j * H:(j + 1) * H] = grads.b_x[j * H:(j + 1) * H]
+                    grads = grads.replace(b_h=b_h)
+                layer.append(grads if config.bias else grads.without_bias())
+            cells.append(layer)
+        return StackParams(cells)
+
+    def optimizer_step(self, params, xs, state, config: LayerConfig, cotangents: dict, optimizer: dict,
+                       padding: Padding | None = None) -> StackParams:
+        """One step of the framework's optimizer from ``params``: the new weights, mapped back by
+        ``from_native`` (a stored sum b_x + b_h comes back as b_x, with b_h = 0)."""
+        stack = StackParams.of(params)
+        self.check_params(stack, config)
+        if optimizer.get("name") not in self.optimizers:
+            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got "
+                             f"{optimizer.get('name')!r}")
+        extra = {"padding": padding} if padding is not None else {}
+        new = self.optimizer_step_native(self.to_native(stack, config), np.asarray(xs), state, config,
+                                         stack.activation, cotangents, optimizer, **extra)
+        return self.from_native(new, config)
 
     # --- padded batches and chunked runs --------------------------------------------
     @classmethod

@@ -115,6 +115,12 @@ class InChildProcess:
     def run_native_chunks(self, *args, **kwargs):  # a framework's own carry across calls (Keras stateful)
         return self._child.call(self.name, "run_native_chunks", *args, **kwargs)
 
+    def gradients_native(self, *args, **kwargs):
+        return self._child.call(self.name, "gradients_native", *args, **kwargs)
+
+    def optimizer_step_native(self, *args, **kwargs):
+        return self._child.call(self.name, "optimizer_step_native", *args, **kwargs)
+
     def own_weight_shapes(self, *args, **kwargs):
         return self._child.call(self.name, "own_weight_shapes", *args, **kwargs)
 

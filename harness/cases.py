@@ -269,6 +269,37 @@ def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
                     options=o) for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))]
 
 
+# Gradients: a sequence of eight steps (errors carried back through time as through the forward pass),
+# three elements, an initial state (its gradient is compared too).
+GRADIENT_STEPS, GRADIENT_BATCH = 8, 3
+
+
+def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """The systems with autodiff (``Adapter.autodiff``), on cells without options: quick, the first
+    configuration and activation; default, every configuration and every activation at least once
+    (paired off, shapes alternating), and the first padded configuration post-padded; full, every
+    configuration with every activation in both shapes, and every padded configuration on every side."""
+    if not adapter.autodiff:
+        return []
+    configs, activations = adapter.configs, adapter.activations
+    if depth == "full":
+        rows = list(itertools.product(configs, activations, SHAPES))
+        padded = list(itertools.product(adapter.padded_configs, adapter.padding_sides))
+    else:
+        n = 1 if depth == "quick" else max(len(configs), len(activations))
+        rows = [(configs[i % len(configs)], activations[i % len(activations)], SHAPES[(i + 1) % 2]) for i in range(n)]
+        padded = [(adapter.padded_configs[0], adapter.padding_sides[0])] if adapter.padded_configs and depth != "quick" \
+            else []
+    cases = [case_of(adapter, I, H, GRADIENT_BATCH, GRADIENT_STEPS, seed * 10_000 + 900 + i,
+                     replace(config, initial_state=True), activation=g)
+             for i, (config, g, (I, H)) in enumerate(rows)]
+    lengths = lambda config: tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
+    cases += [case_of(adapter, *SHAPES[1], len(LENGTHS), PADDED_STEPS, seed * 10_000 + 950 + i,
+                      replace(config, initial_state=True), padding=Padding(lengths(config), side))
+              for i, (config, side) in enumerate(padded)]
+    return cases
+
+
 def mutation_cases(adapter, depth: str = "default") -> list[Case]:
     """The square case, where only values can give a wrong mapping away, and for a cell (default and
     full depth) a non-square one, where a wrong mapping may also be refused by its shapes."""
@@ -315,4 +346,5 @@ def steps_for(adapter, steps: int) -> int:
 
 
 __all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "chunked_cases", "factors",
+           "gradient_cases",
            "mutation_cases", "option_cases", "padded_cases", "pair_cases", "steps_for"]

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from frameworks import adapter_class
 from frameworks.base import distribution_version
+from harness.summary import RUN_KINDS
 
-SCHEMA_VERSION = 5  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
-# 5: levels (by activation and options set)
+SCHEMA_VERSION = 6  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
+# 5: levels (by activation and options set); 6: gradients, optimizer
 
 
 def cpu_name() -> str:
@@ -53,7 +54,7 @@ def build(summary, names) -> dict:
         "known_issue_max_error": row.known_max_error if row.known_worst_ratio is not None else None,
         "bitwise_integer_case": None if not row.exact else all(row.exact),
         "mutations_caught": row.mutations_caught, "mutations": row.mutations,
-        "padded": row.padded.as_dict(), "chunked": row.chunked.as_dict(),
+        **{kind: getattr(row, kind).as_dict() for kind in RUN_KINDS},
         "levels": {level: runs.as_dict() for level, runs in sorted(row.levels.items())},
         "known_issues": sorted(row.known_issues), "failed_tests": _failed(row), "verdict": row.verdict,
     } for _, row in sorted(summary.systems.items())]
@@ -100,10 +101,13 @@ def markdown(report: dict) -> str:
         "Cases an upstream bug breaks are run and measured too (strict expected failures): their count is "
         "`known`, and their worst ratio is shown, marked `*`, where no other case of the row was measured.", "",
         "`padded` and `chunked`: the worst err/bound (and the number of cases) on padded batches of mixed "
-        "lengths, and on sequences run in several calls with the state carried; `-` where the system has none.", "",
+        "lengths, and on sequences run in several calls with the state carried; `gradients`: the gradients of "
+        "every weight, input and initial state by the framework's own autodiff against the float64 backward pass "
+        "(reference/backward.py); `optimizer`: one SGD or Adam step of the framework's optimizer against the "
+        "reference step; `-` where the system has none.", "",
         "| system | dtype | family | cell | versions | cases | known | max err | err/bound | padded | chunked "
-        "| bitwise (int case) | wrong mappings caught | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| gradients | optimizer | bitwise (int case) | wrong mappings caught | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report["systems"]:
         bitwise = "-" if s["bitwise_integer_case"] is None else ("yes" if s["bitwise_integer_case"] else "NO")
@@ -114,7 +118,7 @@ def markdown(report: dict) -> str:
             error = "-" if s["known_issue_max_error"] is None else f"{s['known_issue_max_error']:.2e}*"
         lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['family']} | {s['cell']} "
                      f"| {s['versions']} | {s['cases']} | {s['known_issue_cases']} | {error} | {ratio} "
-                     f"| {_runs(s['padded'])} | {_runs(s['chunked'])} | {bitwise} | {caught} | {s['verdict']} |")
+                     f"| {' | '.join(_runs(s[kind]) for kind in RUN_KINDS)} | {bitwise} | {caught} | {s['verdict']} |")
     levels = [(s, level, runs) for s in report["systems"] if len(s["levels"]) > 1 for level, runs in s["levels"].items()]
     if levels:
         lines += ["", "## By activation and options", "",

@@ -15,6 +15,8 @@ PROPERTY = "rnn_equivalence"
 #   reference  a framework vs the float64 NumPy reference, within the error bound?
 #   padded     the same on a padded batch of mixed lengths (reference.padding)
 #   chunked    a sequence run in several calls, state carried, vs the whole run's reference
+#   gradients  the framework's autodiff vs the float64 backward pass (reference.backward)
+#   optimizer  one step of the framework's optimizer vs the reference step (reference.optimizers)
 #   pair       two frameworks vs each other, within the sum of their bounds?
 #   exact      small-integer case: bitwise equal to the reference?
 #   mutation   a deliberately wrong mapping: did the comparison catch it?
@@ -43,7 +45,7 @@ class Runs:
         return {"cases": self.cases, "max_error": self.max_error, "worst_ratio": self.worst_ratio}
 
 
-RUN_KINDS = ("padded", "chunked")
+RUN_KINDS = ("padded", "chunked", "gradients", "optimizer")
 
 
 @dataclass
@@ -66,6 +68,8 @@ class Row:
     failed_tests: list = field(default_factory=list)  # (test id, last line of its error)
     padded: Runs = field(default_factory=Runs)
     chunked: Runs = field(default_factory=Runs)
+    gradients: Runs = field(default_factory=Runs)
+    optimizer: Runs = field(default_factory=Runs)
     # The reference comparisons by activation and options set ("default+peepholes"): the figures one
     # cites for an option.
     levels: dict = field(default_factory=dict)
@@ -99,7 +103,7 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        if max(self.worst_ratio, self.padded.worst_ratio, self.chunked.worst_ratio) > 1 or not all(self.exact):
+        if max(self.worst_ratio, *(getattr(self, kind).worst_ratio for kind in RUN_KINDS)) > 1 or not all(self.exact):
             return "NOT equivalent"
         if self.failed_tests:  # failed without a measured difference: an error, not a finding
             return f"FAILED: {len(self.failed_tests)} test(s)"
@@ -107,7 +111,7 @@ class Row:
             return "NOT equivalent where noted below"
         if self.mutations_caught < self.mutations:
             return "UNPROVEN: a wrong mapping passed"
-        if self.cases + self.padded.cases + self.chunked.cases == 0:
+        if self.cases + sum(getattr(self, kind).cases for kind in RUN_KINDS) == 0:
             return "not compared"
         return "equivalent"
 
@@ -185,11 +189,13 @@ class Summary:
                           "LSTM) with the float64 NumPy reference; 'err/bound' is the largest error as a fraction "
                           "of the bound derived in harness/tolerance.py (equivalent when <= 1); 'padded' and "
                           "'chunked' are the same on padded batches of mixed lengths and on sequences run in "
-                          "several calls with the state carried ('-': the system has none).")
+                          "several calls with the state carried, 'grads' the gradients of every weight, input and "
+                          "initial state by the framework's autodiff, 'step' one optimizer step ('-': the system "
+                          "has none).")
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
         _wrap(write_line, "Versions: " + ", ".join(versions) + ". Each system's cell or layer: the report file.")
-        header = ("system", "dtype", "cases", "max|err|", "err/bound", "padded", "chunked", "bitwise", "caught",
-                  "verdict")
+        header = ("system", "dtype", "cases", "max|err|", "err/bound", "padded", "chunked", "grads", "step", "bitwise",
+                  "caught", "verdict")
         for family in sorted({row.family for row in self.systems.values()}, key=_family_order):
             write_line("")
             kind = (family.split() or [""])[0]
@@ -199,7 +205,7 @@ class Summary:
                 if row.family != family:
                     continue
                 rows.append((row.system, row.dtype, str(row.cases + row.known_cases), row.error_text,
-                             row.ratio_text, row.padded.text, row.chunked.text, ("yes" if all(row.exact) else "NO") if row.exact else "-",
+                             row.ratio_text, *(getattr(row, kind).text for kind in RUN_KINDS), ("yes" if all(row.exact) else "NO") if row.exact else "-",
                              f"{row.mutations_caught}/{row.mutations}" if row.mutations else "-", row.verdict))
             _table(rows, write_line)
         if any(row.known_cases for row in self.systems.values()):

@@ -93,7 +93,7 @@ from functools import partial
 
 import numpy as np
 
-from reference.activations import HARD_SIGMOIDS, activation, max_slope
+from reference.activations import BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope
 from reference.params import CellParams
 from reference.stack import StackParams, drive
 
@@ -172,7 +172,7 @@ class Arithmetic:
     def __init__(self, dtype: str):
         self.u = UNIT_ROUNDOFF[dtype]
 
-    def affine(self, products, biases, diagonal=()) -> Approx:
+    def affine(self, products, biases=(), diagonal=()) -> Approx:
         """sum_k W_k v_k + sum biases (+ sum d * v for ``diagonal`` pairs (d, v): peepholes), as one
         sum of n terms in any order."""
         n = sum(W.shape[1] for W, _ in products) + len(biases) + len(diagonal)
@@ -206,6 +206,47 @@ class Arithmetic:
 
     def one_minus(self, a: Approx) -> Approx:
         return self.add(exact(np.ones_like(a.value)), a, sign=-1.0)
+
+    # --- what the backward pass adds (reference.backward runs on these) ---------------------------
+    def lift(self, array) -> Approx:
+        return exact(array)
+
+    def slope(self, g: str, a: Approx) -> Approx:
+        """g' at a computed argument: the derivative a framework's autodiff multiplies by.
+
+        Smooth g (tanh, sigmoid): |g'(z + e) - g'(z)| <= max|g''| e (``MAX_CURVATURE``), and the
+        framework evaluates g' from its own computed g (1 - y^2, y (1 - y)), which is within E_g of
+        g, so within 2 E_g (|d(1 - y^2)/dy| <= 2) and four roundings (<= 1 each) of g'.
+        Piecewise-linear g (relu, the hard sigmoids, identity): g' is exact between breakpoints
+        (up to the rounding of the slope a), and where [z - e, z + e] reaches a breakpoint the
+        computed side may be the other one: the whole jump (``BREAKPOINTS``)."""
+        value = derivative(g)(a.value)
+        if g in MAX_CURVATURE:
+            error = (MAX_CURVATURE[g] * a.error + 2 * activation_error(g, a.magnitude, self.u) + 4 * self.u)
+        else:
+            points, jump = BREAKPOINTS[g]
+            near = np.zeros(a.shape, bool)
+            for point in points:
+                near |= (a.value - a.error <= point) & (point <= a.value + a.error)
+            error = np.where(near, jump, self.u * np.abs(value))
+        return Approx(value, error)
+
+    def outer_sum(self, pairs) -> Approx:
+        """sum_k c_k v_k^T over (c_k (N, B_k), v_k (M, B_k)): a weight's gradient, every step's and
+        element's product, one sum of n = sum_k B_k terms per entry in any order (a framework adds
+        them step by step, or in one product over all steps, or per batch then per step)."""
+        n = sum(c.shape[1] for c, _ in pairs)
+        value = sum(c.value @ v.value.T for c, v in pairs)
+        magnitude = sum(c.magnitude @ v.magnitude.T for c, v in pairs)
+        propagated = sum(np.abs(c.value) @ v.error.T + c.error @ np.abs(v.value).T + c.error @ v.error.T
+                         for c, v in pairs)
+        return Approx(value, gamma(n, self.u) * magnitude + propagated)
+
+    def slack(self, a: Approx, roundings: int, *products) -> Approx:
+        """``a`` computed in another order of the same operations: ``roundings`` more roundings of each
+        product of the magnitudes of ``products`` (tuples of values)."""
+        extra = sum(np.prod([x.magnitude for x in factors], axis=0) for factors in products)
+        return Approx(a.value, a.error + roundings * self.u * extra)
 
 
 def _biases(p: CellParams, k: int, extra=()):

@@ -78,3 +78,32 @@ def max_slope(name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return np.where((hi > -b / a) & (lo < (1 - b) / a), a, 0.0)
     activation(name)  # raises the error that lists the known names
     raise AssertionError("unreachable")
+
+
+# --- derivatives, for the backward pass (reference.backward) --------------------------------------
+def _hard_sigmoid_slope(a: float, b: float):
+    return lambda z: np.where((z > -b / a) & (z < (1 - b) / a), a, 0.0)
+
+
+DERIVATIVES = {
+    "tanh": lambda z: 1.0 - np.tanh(z) ** 2,
+    "sigmoid": lambda z: _sigmoid(z) * (1.0 - _sigmoid(z)),
+    "relu": lambda z: (z > 0).astype(np.float64),  # 0 at z = 0, as autodiff systems take it
+    "identity": lambda z: np.ones_like(z, dtype=np.float64),
+    **{name: _hard_sigmoid_slope(a, b) for name, (a, b) in HARD_SIGMOIDS.items()},
+}
+# The largest |g''|: how far g' can move when its argument moves (tanh'' peaks at 4 / (3 sqrt 3)
+# where tanh z = 1/sqrt 3, sigmoid'' at 1 / (6 sqrt 3)). The piecewise-linear ones have g'' = 0
+# between their breakpoints, where g' jumps instead (``BREAKPOINTS``).
+MAX_CURVATURE = {"tanh": 4 / (3 * np.sqrt(3)), "sigmoid": 1 / (6 * np.sqrt(3))}
+# Piecewise-linear g: the arguments where g' jumps, and by how much.
+BREAKPOINTS = {"relu": ((0.0,), 1.0), "identity": ((), 0.0),
+               **{name: ((-b / a, (1 - b) / a), a) for name, (a, b) in HARD_SIGMOIDS.items()}}
+
+
+def derivative(name: str):
+    """g' by name. At a breakpoint of a piecewise-linear g, the one-sided slope autodiff systems use
+    differs between them (relu'(0) is 0 in PyTorch and JAX); the error model (harness.tolerance)
+    allows the jump wherever a computed argument can reach a breakpoint."""
+    activation(name)  # raises the error that lists the known names
+    return DERIVATIVES[name]

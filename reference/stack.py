@@ -179,23 +179,31 @@ def _padded_direction(params, xs, initial, run_sequence, padding: Padding, backw
     result in reading order (zeros before the first). The final state is the state after the
     element's last real step. A padded step computes nothing, so it adds no rounding: the same
     code carries the error bounds (``harness.tolerance``)."""
-    steps = xs.shape[0]
-    reading_order = np.arange(steps)[::-1] if backward else np.arange(steps)
     traces, finals = {}, {}
     for b in range(xs.shape[1]):
-        real = padding.real_steps(b, steps)
+        reading, row_in_time_order = reading_plan(padding, b, xs.shape[0], backward, padded_output)
         start = None if initial is None else {key: value[b:b + 1] for key, value in initial.items()}
-        run = run_sequence(params, xs[real[::-1] if backward else real, b:b + 1], start)
-        is_real = np.isin(reading_order, real)
-        read = np.cumsum(is_real)  # real steps read so far, at each position in reading order
-        row = np.where(is_real | (padded_output == "repeat"), read, 0)  # row 0 of the table: zeros
-        row_in_time_order = row[np.argsort(reading_order)]
+        run = run_sequence(params, xs[reading, b:b + 1], start)
         for key, values in run.items():
             table = _concatenate([_zeros_like(values[:1]), values], axis=0)
             traces.setdefault(key, []).append(table[row_in_time_order])
             finals.setdefault(key, []).append(values[-1])
     return ({key: _concatenate(parts, axis=1) for key, parts in traces.items()},
             {key: _concatenate(parts, axis=0) for key, parts in finals.items()})
+
+
+def reading_plan(padding: Padding | None, b: int, steps: int, backward: bool, padded_output: str = "zeros"):
+    """How one direction reads element b and reports it: the time indices of the steps it runs, in
+    reading order, and for each time position the row of the table [zeros, step 1, step 2, ...] it
+    reports: its own step where it is real; on a padded one, zeros, or under "repeat" the last step
+    read so far (zeros before the first). Without padding every step is real (b is not used).
+    The backward pass (``reference.backward``) sends each position's cotangent back to that row."""
+    reading_order = np.arange(steps)[::-1] if backward else np.arange(steps)
+    real = np.arange(steps) if padding is None else padding.real_steps(b, steps)
+    is_real = np.isin(reading_order, real)
+    read = np.cumsum(is_real)  # real steps read so far, at each position in reading order
+    row = np.where(is_real | (padded_output == "repeat"), read, 0)  # row 0 of the table: zeros
+    return (real[::-1] if backward else real), row[np.argsort(reading_order)]
 
 
 def run_stack(stack, xs, state=None, padding: Padding | None = None, padded_output: str = "zeros") -> dict:
