@@ -18,9 +18,18 @@ The LSTM layer's projection (``proj_size=P``, the option "projection") is a rena
     torch:     weight_hr (P, H), h_t = W_hr h_t;          weight_hh (4H, P), h0/h_n P units, c0/c_n H
 
 and layer k > 0 reads D*P inputs. ``nn.LSTMCell`` has no projection: it refuses one (check_params).
+
+Gradients and one optimizer step: ``forward`` builds the module and runs it, and ``run_native`` is that
+forward under ``torch.no_grad``; ``gradients_native`` is ``torch.autograd.grad`` of the very same
+forward, with the cotangents as ``grad_outputs``, and ``optimizer_step_native`` one step of
+``torch.optim.SGD`` or ``torch.optim.Adam`` on the module's parameters after a backward through it.
+The module's parameters are the native weights by name, so each gradient is PyTorch's own, per
+stored tensor.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
@@ -43,6 +52,16 @@ class TorchMapping(Adapter):
     distributions = ("torch",)
     requires = ("torch",)
     kept_hidden_biases = ("h", "i", "f", "g", "o", "r", "z", "n")  # every gate: both biases kept
+    autodiff = "torch.autograd"
+    optimizers = {"sgd": "torch.optim.SGD", "adam": "torch.optim.Adam"}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A subclass whose run_native runs something else than the module ``forward`` builds
+        # (torch_export.py: that module exported to ONNX, run in ONNX Runtime) has no autodiff of what it
+        # runs: the gradients below would be PyTorch's, not the system's. The gradient tests leave it out.
+        if cls.run_native.__module__ != __name__:
+            cls.autodiff, cls.optimizers = "", {}
 
     def __init__(self):
         self.torch = import_framework("torch", self.name)
@@ -89,26 +108,123 @@ class TorchMapping(Adapter):
         module = self._module_class()(input_size, hidden_size, **extra)
         return {name: tuple(p.shape) for name, p in module.named_parameters()}
 
+    # --- gradients and one optimizer step: PyTorch's own, through ``forward`` ------------------------
+    def forward(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None,
+                requires_grad: bool = False) -> tuple[dict, object, dict]:
+        """Build the module from ``native`` and run it: (outputs as ``run_native`` returns them, as
+        tensors; the module, whose parameters are the native weights by name; the leaves
+        {"inputs": (T, batch, I) as ``xs``, "state": {key: as ``state[key]``}}, requiring grad when
+        ``requires_grad``). Runs with autograd as the caller has it: ``run_native`` wraps it in no_grad."""
+        raise NotImplementedError
+
+    def _require_autodiff(self) -> None:
+        if not self.autodiff:
+            raise NotImplementedError(f"{self.cell}: no automatic differentiation of what this system runs")
+
+    def _cotangents(self, outputs: dict, cotangents) -> tuple[list, list]:
+        """The outputs and their cotangents as two lists of tensors, in one order; the cotangents
+        refused unless shaped and typed as the outputs (autograd's own errors do not name them)."""
+        torch = self.torch
+        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
+            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
+            raise ValueError(f"{self.cell}: cotangents: expected a dict with the outputs' keys {sorted(outputs)}, "
+                             f"got {got}")
+        tensors = []
+        for key, output in outputs.items():
+            value = np.asarray(cotangents[key])
+            if value.shape != tuple(output.shape):
+                raise ValueError(f"{self.cell}: cotangents[{key!r}]: expected the output's shape "
+                                 f"{tuple(output.shape)}, got {value.shape}")
+            tensor = torch.from_numpy(np.ascontiguousarray(value))
+            if tensor.dtype != output.dtype:
+                raise TypeError(f"{self.cell}: cotangents[{key!r}]: expected the output's dtype "
+                                f"{str(output.dtype).removeprefix('torch.')}, got {value.dtype}")
+            tensors.append(tensor)
+        return list(outputs.values()), tensors
+
+    def gradients_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
+                         padding=None) -> dict:
+        self._require_autodiff()
+        outputs, module, leaves = self.forward(native, xs, state, config, g, padding, requires_grad=True)
+        outs, cots = self._cotangents(outputs, cotangents)
+        weights = [getattr(module, name) for name in native]
+        # Every weight, input and given state enters the outputs: an unused one is an error, not a zero.
+        grads = self.torch.autograd.grad(outs, [*weights, leaves["inputs"], *leaves["state"].values()],
+                                         grad_outputs=cots)
+        n = len(weights)
+        return {"weights": {name: grad.numpy() for name, grad in zip(native, grads[:n])},
+                "inputs": grads[n].numpy(),
+                "state": {key: grad.numpy() for key, grad in zip(leaves["state"], grads[n + 1:])}}
+
+    def _optimizer(self, optimizer: dict):
+        """The framework's optimizer class and its arguments for ``optimizer``, by PyTorch's names
+        (learning_rate: lr; beta_1, beta_2: betas; epsilon: eps), PyTorch's own defaults for those it
+        leaves out."""
+        torch = self.torch
+        name = optimizer.get("name") if isinstance(optimizer, dict) else None
+        accepted = {"sgd": {"learning_rate"}, "adam": {"learning_rate", "beta_1", "beta_2", "epsilon"}}
+        if name not in accepted:
+            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got {name!r}")
+        unknown = sorted(set(optimizer) - accepted[name] - {"name"})
+        if unknown:  # silently dropped, an argument would make another optimizer than the one asked for
+            raise ValueError(f"{self.cell}: {self.optimizers[name]}: unknown argument(s) {unknown}; "
+                             f"expected some of {sorted(accepted[name])}")
+        arguments = {"lr": float(optimizer["learning_rate"])} if "learning_rate" in optimizer else {}
+        if name == "sgd":
+            # Plain SGD, whatever PyTorch's defaults become: no momentum, no weight decay.
+            return torch.optim.SGD, {**arguments, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0,
+                                     "nesterov": False}
+        if "beta_1" in optimizer or "beta_2" in optimizer:  # torch takes the pair: the other one's default
+            b1, b2 = inspect.signature(torch.optim.Adam).parameters["betas"].default
+            arguments["betas"] = (float(optimizer.get("beta_1", b1)), float(optimizer.get("beta_2", b2)))
+        if "epsilon" in optimizer:
+            arguments["eps"] = float(optimizer["epsilon"])
+        return torch.optim.Adam, {**arguments, "weight_decay": 0.0, "amsgrad": False}  # plain Adam, not AdamW
+
+    def optimizer_step_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
+                              optimizer: dict, padding=None) -> Native:
+        self._require_autodiff()
+        optimizer_class, arguments = self._optimizer(optimizer)  # refused before a run
+        outputs, module, _ = self.forward(native, xs, state, config, g, padding)
+        outs, cots = self._cotangents(outputs, cotangents)
+        weights = [getattr(module, name) for name in native]
+        step = optimizer_class(weights, **arguments)  # fresh: no moments yet, step count 0
+        step.zero_grad()
+        self.torch.autograd.backward(outs, grad_tensors=cots)  # each parameter's .grad: dL/dw
+        step.step()
+        return {name: weight.detach().numpy() for name, weight in zip(native, weights)}
+
 
 class TorchCell(TorchMapping):
-    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+    def forward(self, native: Native, xs, state, config, g: str, padding=None, requires_grad: bool = False):
         torch = self.torch
+        if padding is not None:
+            self.check_padding(padding, xs)  # a cell takes no lengths: refused, naming them
         dtype, H = self.check_call(native, xs, state, config, g)
         cell = self._module_class()(xs.shape[2], H, bias=config.bias, dtype=getattr(torch, dtype.name),
                                     **self._options(g))
         load_parameters(torch, cell, native)
-        state = {key: torch.from_numpy(value) for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
-        trace = {key: [] for key in state}
-        with torch.no_grad():
-            for x in torch.from_numpy(xs):
-                if self.family == "lstm":
-                    h, c = cell(x, (state["h"], state["c"]))
-                    state = {"h": h, "c": c}
-                else:
-                    state = {"h": cell(x, state["h"])}
-                for key, value in state.items():
-                    trace[key].append(value.numpy())
-        return {key: np.stack(values) for key, values in trace.items()}
+        inputs = torch.from_numpy(xs).requires_grad_(requires_grad)
+        # The given state as given, (1, batch, H), so that its gradient comes back in that shape.
+        given = {key: torch.from_numpy(np.ascontiguousarray(value)).requires_grad_(requires_grad)
+                 for key, value in (state or {}).items()}
+        carry = {key: given[key][0] if key in given else torch.from_numpy(zeros)  # zeros where not given
+                 for key, zeros in self.cell_state(None, xs.shape[1], H, dtype).items()}
+        trace = {key: [] for key in carry}
+        for x in inputs:
+            if self.family == "lstm":
+                h, c = cell(x, (carry["h"], carry["c"]))
+                carry = {"h": h, "c": c}
+            else:
+                carry = {"h": cell(x, carry["h"])}
+            for key, value in carry.items():
+                trace[key].append(value)
+        return {key: torch.stack(values) for key, values in trace.items()}, cell, {"inputs": inputs, "state": given}
+
+    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+        with self.torch.no_grad():
+            outputs, _, _ = self.forward(native, xs, state, config, g)
+        return {key: value.numpy() for key, value in outputs.items()}
 
 
 class TorchRNNCell(TorchCell):
@@ -201,6 +317,13 @@ class TorchLayer(TorchMapping):
         """The loaded module and its arguments, in the layout ``config`` asks for; a padded batch
         packed (``pack_padded_sequence``, which refuses pre-padding's layout by construction:
         it takes each element's first ``lengths[b]`` steps)."""
+        module, args, _ = self.build(native, xs, state, config, g, padding)
+        return module, args
+
+    def build(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None,
+              requires_grad: bool = False):
+        """``module``'s module and arguments, and the leaves its arguments are made from: the inputs as
+        given, (T, batch, I), and the initial states, requiring grad when ``requires_grad``."""
         torch = self.torch
         dtype, H = self.check_call(native, xs, state, config, g)
         batch_first = bool(config.option("batch_first"))
@@ -210,28 +333,37 @@ class TorchLayer(TorchMapping):
                                       dtype=getattr(torch, dtype.name), **self._options(g),
                                       **({"proj_size": P} if P else {}))
         load_parameters(torch, module, native)
-        inputs = torch.from_numpy(np.ascontiguousarray(xs.transpose(1, 0, 2) if batch_first else xs))
+        # Transposed in torch, not in NumPy, so that the gradient reaches the inputs in the canonical layout.
+        leaf = torch.from_numpy(np.ascontiguousarray(xs)).requires_grad_(requires_grad)
+        inputs = leaf.transpose(0, 1).contiguous() if batch_first else leaf
         if padding is not None:
             inputs = torch.nn.utils.rnn.pack_padded_sequence(
                 inputs, torch.tensor(padding.lengths), batch_first=batch_first,
                 enforce_sorted=bool(config.option("enforce_sorted")))
         if state is None:
-            return module, (inputs,)
-        h0 = torch.from_numpy(np.ascontiguousarray(state["h"]))
+            return module, (inputs,), {"inputs": leaf, "state": {}}
+        given = {key: torch.from_numpy(np.ascontiguousarray(state[key])).requires_grad_(requires_grad)
+                 for key in ("h", "c")[:2 if self.family == "lstm" else 1]}
+        leaves = {"inputs": leaf, "state": given}
         if self.family == "lstm":
-            return module, (inputs, (h0, torch.from_numpy(np.ascontiguousarray(state["c"]))))
-        return module, (inputs, h0)
+            return module, (inputs, (given["h"], given["c"])), leaves
+        return module, (inputs, given["h"]), leaves
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
-        module, args = self.module(native, xs, state, config, g, padding)
-        with self.torch.no_grad():
-            output, final = module(*args)
+    def forward(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None,
+                requires_grad: bool = False):
+        module, args, leaves = self.build(native, xs, state, config, g, padding, requires_grad)
+        output, final = module(*args)
         if padding is not None:  # zeros on the padded steps, T steps as given
             output, _ = self.torch.nn.utils.rnn.pad_packed_sequence(
                 output, batch_first=bool(config.option("batch_first")), total_length=xs.shape[0])
         if self.family == "lstm":
-            return {"output": output.numpy(), "h_n": final[0].numpy(), "c_n": final[1].numpy()}
-        return {"output": output.numpy(), "h_n": final.numpy()}
+            return {"output": output, "h_n": final[0], "c_n": final[1]}, module, leaves
+        return {"output": output, "h_n": final}, module, leaves
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        with self.torch.no_grad():
+            outputs, _, _ = self.forward(native, xs, state, config, g, padding)
+        return {key: value.numpy() for key, value in outputs.items()}
 
 
 class TorchRNN(TorchLayer):

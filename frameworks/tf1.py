@@ -71,6 +71,7 @@ class TF1Cell(Adapter):
     distributions = ("tensorflow", "tf_keras")
     requires = ("tensorflow", "tf_keras")
     state_names = {"h": "state"}  # the cell's state tensor; an LSTM's is the tuple (c, h)
+    autodiff = "tf.GradientTape"
 
     def __init__(self):
         self.tf = import_framework("tensorflow", self.name)
@@ -91,40 +92,80 @@ class TF1Cell(Adapter):
         _, variables = self._build(input_size, hidden_size, self.activations[0], "float32")
         return {name: tuple(v.shape) for name, v in variables.items()}
 
-    def _loaded(self, native: Native, input_size: int, hidden_size: int, g: str, dtype: str):
+    def _loaded(self, native: Native, input_size: int, hidden_size: int, g: str, dtype: str, settings=None):
         """A cell holding the native weights, built with the options they carry (its settings,
-        e.g. cell_clip, are constructor arguments, not variables)."""
-        cell, variables = self._build(input_size, hidden_size, g, dtype, _constructor_options(native))
+        e.g. cell_clip, are constructor arguments, not variables). ``settings``: tensors to pass
+        for those instead of the Python floats (gradients_native, to differentiate them)."""
+        options = {**_constructor_options(native), **(settings or {})}
+        cell, variables = self._build(input_size, hidden_size, g, dtype, options)
         for name, variable in variables.items():
             variable.assign(native[name])
         return cell
 
     def _cell_state(self, state, batch: int, hidden_size: int, dtype, output_size=None):
         """The cell's state from a canonical one: a tensor, or an LSTM's ``LSTMStateTuple(c, h)``
-        (h is TF1's m, of num_proj units with a projection)."""
-        start = {key: self.tf.constant(value)
-                 for key, value in self.cell_state(state, batch, hidden_size, dtype, output_size).items()}
+        (h is TF1's m, of num_proj units with a projection). ``state``'s values may be tensors
+        (gradients_native's watched ones): sliced here, so their gradients come back (1, batch, .)."""
+        zeros = self.cell_state(None, batch, hidden_size, dtype, output_size)
+        start = {key: self.tf.convert_to_tensor(state[key])[0] if state is not None and key in state
+                 else self.tf.constant(zeros[key]) for key in zeros}
         return self.legacy_cells.LSTMStateTuple(start["c"], start["h"]) if self.family == "lstm" else start["h"]
 
-    def run_native(self, native: Native, xs, state, config, g: str, padding=None) -> dict:
+    # run_native and gradients_native share the build (_prepare) and the forward (_forward): what is
+    # differentiated is the very run the suite compares.
+    def _prepare(self, native: Native, xs, state, config, g: str, padding=None, settings=False):
+        """Checks, then the cell holding ``native`` and the tensors a run starts from: (cell, inputs,
+        state or None, H, P, settings). ``settings=True``: cell_clip and proj_clip are passed to the
+        constructor as tensors (returned, by name), so that a tape can watch them."""
         dtype, H = self.check_call(native, xs, state, config, g)
-        P = self.read_options(native, config)[1]
-        cell = self._loaded(native, xs.shape[2], H, g, dtype.name)
-        if config.option("runner") == "dynamic_rnn":
-            return self._dynamic_rnn(cell, xs, state, config, H, padding, P)
-        if padding is not None:
+        if padding is not None and config.option("runner") != "dynamic_rnn":
             raise ValueError(f"{self.cell}: a padded batch runs through tf.compat.v1.nn.dynamic_rnn("
                              f"sequence_length=...), configuration ('runner', 'dynamic_rnn'); configuration "
                              f"{config} unrolls the cell step by step, over every step")
+        P = self.read_options(native, config)[1]
+        tensors = {name: self.tf.constant(native[name]) for name in SETTINGS if name in native} if settings else {}
+        cell = self._loaded(native, xs.shape[2], H, g, dtype.name, tensors)
+        start = None if state is None else {key: self.tf.constant(value) for key, value in state.items()}
+        return cell, self.tf.constant(xs), start, H, P, tensors
+
+    def _forward(self, cell, inputs, start, config, H: int, P, padding=None) -> dict:
+        """The run from _prepare's tensors: run_native's outputs, as tensors."""
+        if config.option("runner") == "dynamic_rnn":
+            return self._dynamic_rnn(cell, inputs, start, config, H, padding, P)
         lstm = self.family == "lstm"
-        carry = self._cell_state(state, xs.shape[1], H, dtype, P)
+        carry = self._cell_state(start, inputs.shape[1], H, inputs.dtype.as_numpy_dtype, P)
         trace = {key: [] for key in state_keys(self.family)}
-        for x in self.tf.unstack(self.tf.constant(xs)):
+        for x in self.tf.unstack(inputs):
             h, carry = cell(x, carry)
-            trace["h"].append(h.numpy())
+            trace["h"].append(h)
             if lstm:
-                trace["c"].append(carry.c.numpy())
-        return {key: np.stack(values) for key, values in trace.items()}
+                trace["c"].append(carry.c)
+        return {key: self.tf.stack(values) for key, values in trace.items()}
+
+    def run_native(self, native: Native, xs, state, config, g: str, padding=None) -> dict:
+        cell, inputs, start, H, P, _ = self._prepare(native, xs, state, config, g, padding)
+        return {key: value.numpy() for key, value in self._forward(cell, inputs, start, config, H, P, padding).items()}
+
+    def gradients_native(self, native: Native, xs, state, config, g: str, cotangents: dict, padding=None) -> dict:
+        """tf.GradientTape over the cell's variables (every native weight, the held zero biases of a
+        bias-free cell included), the inputs and the initial state, with the cotangents as
+        output_gradients. cell_clip and proj_clip are constructor arguments, not variables: they are
+        passed as watched tensors here (the same values in the run dtype, the same clip_by_value)."""
+        tf = self.tf
+        cell, inputs, start, H, P, settings = self._prepare(native, xs, state, config, g, padding, settings=True)
+        variables = _variables(cell)
+        sources = {"weights": {**variables, **settings}, "inputs": inputs, "state": start or {}}
+        with tf.GradientTape() as tape:
+            tape.watch(tf.nest.flatten(sources))
+            outputs = self._forward(cell, inputs, start, config, H, P, padding)
+        keys = sorted(outputs)
+        targets = [outputs[key] for key in keys]
+        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype).reshape(tuple(outputs[key].shape)))
+                 for key in keys]
+        # ZERO: a source no output reaches gets zeros in its own shape (the contract's), not None.
+        grads = tape.gradient(targets, sources, output_gradients=seeds,
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return tf.nest.map_structure(lambda value: np.asarray(value.numpy(), xs.dtype), grads)
 
     # --- tf.compat.v1.nn.dynamic_rnn: padded batches (sequence_length) and chunked runs ---
     # It runs eagerly under TF 2.21 (its while_loop steps in Python), zeroes the outputs past each
@@ -137,20 +178,22 @@ class TF1Cell(Adapter):
     )
     chunked_configs = (LayerConfig(options=(("runner", "dynamic_rnn"), ("time_major", True))),)
 
-    def _dynamic_rnn(self, cell, xs, state, config, H: int, padding, P=None) -> dict:
-        """The cell through ``dynamic_rnn``: its outputs, and its final state by ``state_names``
-        ("state", or an LSTM's "state.c" and "state.h"), as ``arrange`` shapes them."""
+    def _dynamic_rnn(self, cell, inputs, start, config, H: int, padding, P=None) -> dict:
+        """The cell through ``dynamic_rnn`` (time-major ``inputs``, transposed here where the
+        configuration is batch major): its outputs, and its final state by ``state_names``
+        ("state", or an LSTM's "state.c" and "state.h"), as ``arrange`` shapes them; tensors."""
         tf = self.tf
         time_major = bool(config.option("time_major"))
-        initial = None if state is None else self._cell_state(state, xs.shape[1], H, xs.dtype, P)
+        initial = None if start is None else self._cell_state(start, inputs.shape[1], H,
+                                                               inputs.dtype.as_numpy_dtype, P)
         outputs, final = tf.compat.v1.nn.dynamic_rnn(
-            cell, tf.constant(xs if time_major else xs.transpose(1, 0, 2)), initial_state=initial,
-            dtype=getattr(tf, xs.dtype.name), time_major=time_major,
+            cell, inputs if time_major else tf.transpose(inputs, (1, 0, 2)), initial_state=initial,
+            dtype=inputs.dtype, time_major=time_major,
             sequence_length=None if padding is None else tf.constant(padding.lengths, tf.int32))
-        result = {"outputs": outputs.numpy()}
+        result = {"outputs": outputs}
         for key in state_keys(self.family):
             value = final if self.family != "lstm" else getattr(final, key)
-            result[self.state_names[key]] = value.numpy()
+            result[self.state_names[key]] = value
         return result
 
     def arrange(self, result: dict, config) -> dict:
