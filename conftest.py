@@ -21,8 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
-from harness.cases import (cases_for, chunked_cases, gradient_cases, mutation_cases, option_cases,  # noqa: E402
-                           padded_cases, pair_cases)
+from harness.cases import (cases_for, chunked_cases, gradient_cases, mutation_cases, optimizer_cases,  # noqa: E402
+                           option_cases, padded_cases, pair_cases)
 from harness.depth import DEPTHS  # noqa: E402
 from harness.summary import Summary  # noqa: E402
 
@@ -32,9 +32,9 @@ SELECTION = pytest.StashKey[selection_mod.Selection]()
 DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
 DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
 # The case designs a test's ``case`` comes from (``design(name)`` marker): whole sequences by
-# default, padded batches, chunked runs, options changed or dropped, gradients.
+# default, padded batches, chunked runs, options changed or dropped, gradients, an optimizer step.
 DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases, "options": option_cases,
-           "gradients": gradient_cases}
+           "gradients": gradient_cases, "optimizer": optimizer_cases}
 
 
 def pytest_addoption(parser):

@@ -151,6 +151,9 @@ class Adapter:
     # The optimizers the system steps with its framework's own implementation ("sgd", "adam"), and the
     # framework's name for each (e.g. "torch.optim.Adam"), for the messages and the report.
     optimizers: dict[str, str] = {}
+    # Where the framework's Adam adds epsilon (reference.optimizers.EPSILON_PLACEMENTS): after the bias
+    # correction (PyTorch, optax) or before it (Keras's "epsilon hat").
+    adam_epsilon: str = "after_correction"
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -300,6 +300,12 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
     return cases
 
 
+def optimizer_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """One optimizer step: the first gradient case of a system with optimizers (the step adds one
+    update to gradients the gradient design checks over every configuration)."""
+    return gradient_cases(adapter, "quick", seed) if adapter.optimizers else []
+
+
 def mutation_cases(adapter, depth: str = "default") -> list[Case]:
     """The square case, where only values can give a wrong mapping away, and for a cell (default and
     full depth) a non-square one, where a wrong mapping may also be refused by its shapes."""
@@ -346,5 +352,5 @@ def steps_for(adapter, steps: int) -> int:
 
 
 __all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "chunked_cases", "factors",
-           "gradient_cases",
+           "gradient_cases", "optimizer_cases",
            "mutation_cases", "option_cases", "padded_cases", "pair_cases", "steps_for"]

@@ -368,6 +368,28 @@ def chunked_reference_and_bound(stack, xs, state, dtype: str, sizes, forget_bias
     return chunks
 
 
+def optimizer_step_bound(w, w_new, g, g_bound, optimizer: dict, dtype: str, epsilon: float | None = None):
+    """Bound on |w' computed in ``dtype`` - w' exact| for one step (``reference.optimizers``) from the
+    exact weights ``w``, with a computed gradient within ``g_bound`` of the exact ``g`` (float64
+    arrays, elementwise); ``epsilon``: Adam's e in w - lr g / (|g| + e).
+
+    - SGD, w - lr g: the gradient's error times lr, two roundings of lr |g| (lr itself, 0.1 is not a
+      float32, and the product) and one of the result.
+    - Adam, w - lr phi(g), phi(g) = g / (|g| + e): phi is e / (|g| + e)^2 -Lipschitz near g, so
+      the gradient's error moves it by at most lr e_g e / (max(|g| - e_g, 0) + e)^2 (and never by more
+      than 2 lr: |phi| < 1); its evaluation (m, v, their corrections, the square root, the division,
+      lr and the mapped epsilon) is some fifteen roundings of at most lr each, and the result one.
+    Both sides add the rounding of the stored weight: a stored sum b_x + b_h is rounded once."""
+    u = UNIT_ROUNDOFF[dtype] + UNIT_ROUNDOFF["float64"]  # the computation's, and the float64 reference's
+    lr = optimizer["learning_rate"]
+    if optimizer["name"] == "sgd":
+        propagated, rounding = lr * g_bound, 2 * u * lr * np.abs(g)
+    else:
+        slope = epsilon / (np.maximum(np.abs(g) - g_bound, 0.0) + epsilon) ** 2
+        propagated, rounding = np.minimum(lr * g_bound * slope, 2 * lr), 15 * u * lr
+    return propagated + rounding + u * (np.abs(w_new) + np.abs(w))
+
+
 def pair_bound(bound_a, bound_b):
     """Allowed |a - b| when a and b each lie within their own bound of the exact result
     (elementwise; dicts of bounds key by key)."""
