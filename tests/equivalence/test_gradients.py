@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from frameworks.base import GATES
-from harness.cases import mutation_cases
+from harness.cases import gradient_cases, mutation_cases
 from harness.compare import assert_dtype, assert_within_bound, compare_outputs
 from harness.detection import ORDERS_OF_MAGNITUDE
 from harness.gradients import flatten, reference_gradients
@@ -97,3 +97,39 @@ def test_gradients_mapped_back_wrong_are_detected(adapter, record):
         record("mutation", adapter, mutation=what, detected=not comparison.equivalent, by="values",
                ratio=comparison.ratio)
         assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"{what} went undetected: {comparison.message()}"
+
+
+# --- the forward pass's non-equivalences carry over to the gradients ----------------------------------
+def prove_gradients_differ(record, adapter, other, actual, expected, bounds, what, reason):
+    comparison = compare_outputs(actual, expected, bounds, what)
+    record("nonequivalence", adapter, other=other, dtype="float32", reason=reason, **comparison.as_record())
+    assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()
+
+
+@pytest.mark.applies_to(lambda cls: cls.name == "torch-gru")
+def test_gru_gradients_reset_after_are_not_reset_before(adapter, record):
+    """PyTorch's GRU (reset after) differentiated, against the backward pass of a reset-before GRU with
+    the same weights, data and loss."""
+    case, dtype = gradient_cases(adapter, "quick")[0], "float32"
+    actual, _, bounds = run_gradients(adapter, case, dtype)
+    _, before, before_bounds = reference_gradients(adapter, case.with_(variant="reset_before"), dtype)
+    prove_gradients_differ(record, adapter, "gru reset_before (reference)", actual, before,
+                           {k: bounds[k] + before_bounds[k] for k in bounds},
+                           f"{adapter.describe()} gradients vs a reset-before GRU's, {case.describe(dtype)}",
+                           "GRU reset after vs reset before: gradients")
+
+
+@pytest.mark.applies_to(lambda cls: cls.forget_bias and cls.autodiff)
+def test_tf1_gradients_need_forget_bias_folded(adapter, record):
+    """TF1's LSTM cells add forget_bias to f: weights ported without folding it out compute another cell,
+    and so other gradients, than the canonical one."""
+    case, dtype = gradient_cases(adapter, "quick")[0], "float32"
+    cotangents, expected, bounds = reference_gradients(adapter, case, dtype)
+    stack, state = case.stack(dtype), case.state(dtype)
+    unfolded = adapter.mutations["forget_bias not folded"](adapter.to_native(stack, case.config))
+    result = adapter.gradients_native(unfolded, case.inputs(dtype), state, case.config, stack.activation, cotangents)
+    actual = flatten({**result, "params": adapter.gradients_from_native(result["weights"], case.config)}, stack,
+                     state is not None)
+    prove_gradients_differ(record, adapter, "lstm (reference)", actual, expected, bounds,
+                           f"{adapter.describe()} gradients with forget_bias={adapter.forget_bias} not folded, "
+                           f"{case.describe(dtype)}", f"TF1 forget_bias={adapter.forget_bias} unfolded: gradients")
