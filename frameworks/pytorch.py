@@ -55,14 +55,6 @@ class TorchMapping(Adapter):
     autodiff = "torch.autograd"
     optimizers = {"sgd": "torch.optim.SGD", "adam": "torch.optim.Adam"}
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # A subclass whose run_native runs something else than the module ``forward`` builds
-        # (torch_export.py: that module exported to ONNX, run in ONNX Runtime) has no autodiff of what it
-        # runs: the gradients below would be PyTorch's, not the system's. The gradient tests leave it out.
-        if cls.run_native.__module__ != __name__:
-            cls.autodiff, cls.optimizers = "", {}
-
     def __init__(self):
         self.torch = import_framework("torch", self.name)
 

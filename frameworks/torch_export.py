@@ -55,6 +55,9 @@ class Exported(TorchLayer):
     dynamo: bool
     # Not TorchLayer's: each exported system declares its own (see the module's docstring).
     padded_configs: tuple[LayerConfig, ...] = ()
+    # An exported graph run in ONNX Runtime has no autodiff here: TorchLayer's gradients would be PyTorch's,
+    # not the system's. The gradient and optimizer tests leave it out by these.
+    autodiff, optimizers = "", {}
     chunked_configs: tuple[LayerConfig, ...] = ()
 
     def __init__(self):
