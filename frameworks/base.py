@@ -346,7 +346,9 @@ class Adapter:
                 if grads.has_bias:
                     b_h, H = grads.b_h.copy(), grads.hidden_size
                     for j, gate in enumerate(GATES[self.family]):
-                        if gate not in self.kept_hidden_biases:
+                        if gate == "n" and self.zero_b_hn:  # no slot for b_hn: no gradient of it either
+                            b_h[j * H:(j + 1) * H] = 0.0
+                        elif gate not in self.kept_hidden_biases:
                             b_h[j * H:(j + 1) * H] = grads.b_x[j * H:(j + 1) * H]
                     grads = grads.replace(b_h=b_h)
                 layer.append(grads if config.bias else grads.without_bias())

@@ -27,6 +27,11 @@ mappings are written above their classes below.
 
 JAX computes float64 only with x64 switched on, which the adapters do
 before creating any array.
+
+Gradients are jax.vjp of the one function run_native calls (``_run``: the weights, inputs and
+initial state in, the outputs out), so what is differentiated is the forward the suite compares,
+the nnx.RNN adapter's zeroing of padded steps included. One optimizer step is optax's (optax.sgd,
+optax.adam), the optimizers Flax trains with (nnx.Optimizer wraps them).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ def _summed_bias(params) -> np.ndarray:
 class FlaxBase(Adapter):
     """The framework, and the ways of building and stepping its cells, shared by every Flax system."""
 
-    distributions = ("flax", "jax")
+    distributions = ("flax", "jax", "optax")
     requires = ("flax", "jax")
     state_names = {"h": "carry"}
 
@@ -77,6 +82,9 @@ class FlaxBase(Adapter):
         return {"gate_fn": self._activation(f), "activation_fn": self._activation(g)}
 
     # --- building ---------------------------------------------------------------------
+    # Every build takes the native weights as JAX values, arrays or tracers alike, so that one
+    # function of (weights, inputs, initial state) is both what run_native runs and what
+    # gradients_native differentiates (jax.vjp): there is no second forward.
     def _nnx_cell(self, cell_class, native: Native, tag: str, input_size: int, hidden_size: int, dtype, **options):
         """An nnx cell holding the native weights named ``tag`` + "module.weight"."""
         nnx, zeros = self.nnx, self.nnx.initializers.zeros  # overwritten at once; the default init compiles a QR
@@ -88,21 +96,23 @@ class FlaxBase(Adapter):
                 getattr(getattr(cell, module), weight)[...] = self.jnp.asarray(value)
         return cell
 
-    def _nnx_stepper(self, cell):
-        """One step of an nnx cell, jitted: eager nnx calls cost milliseconds each."""
-        nnx = self.nnx
-        graph, weights = nnx.split(cell)
-        step = self.jax.jit(lambda weights, carry, x: nnx.merge(graph, weights)(carry, x)[0])
-        return lambda carry, x: step(weights, carry, x)
+    def _nnx_step(self, cell_class, input_size: int, hidden_size: int, dtype, **options):
+        """One step of an nnx cell, jitted (eager nnx calls cost milliseconds each), as a function of the
+        native weights: step(native, carry, x) -> carry. The cell is built inside, on the weights given."""
+        return self.jax.jit(lambda native, carry, x: self._nnx_cell(cell_class, native, "", input_size, hidden_size,
+                                                                     dtype, **options)(carry, x)[0])
 
-    def _linen_stepper(self, cell, native: Native):
-        """One step of a linen cell, jitted, with the native weights ("module.weight") as its params."""
-        params = {"params": {}}
-        for name, value in native.items():
-            module, weight = name.split(".")
-            params["params"].setdefault(module, {})[weight] = self.jnp.asarray(value)
-        step = self.jax.jit(lambda params, carry, x: cell.apply(params, carry, x)[0])
-        return lambda carry, x: step(params, carry, x)
+    def _linen_step(self, cell):
+        """One step of a linen cell, jitted, with the native weights ("module.weight") as its params:
+        step(native, carry, x) -> carry."""
+        def params(native):
+            nested = {}
+            for name, value in native.items():
+                module, weight = name.split(".")
+                nested.setdefault(module, {})[weight] = value
+            return {"params": nested}
+
+        return self.jax.jit(lambda native, carry, x: cell.apply(params(native), carry, x)[0])
 
     # --- the framework's own weights --------------------------------------------------
     def _nnx_shapes(self, module, rename=lambda name: name) -> dict[str, tuple[int, ...]]:
@@ -120,23 +130,104 @@ class FlaxBase(Adapter):
                 for module, weights in variables["params"].items() for name, value in weights.items()}
 
     # --- running a cell -----------------------------------------------------------------
-    def _stepper(self, native: Native, input_size: int, hidden_size: int, dtype, g: str):
+    def _step(self, input_size: int, hidden_size: int, dtype, g: str):
+        """The cell's step as a function of the native weights (``_nnx_step``, ``_linen_step``)."""
         raise NotImplementedError
 
-    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
-        jnp = self.jnp
+    def _run(self, native: Native, xs, state, config, g: str, padding=None):
+        """The checked run as a JAX function and its arguments: forward(weights, inputs, start) -> the
+        outputs run_native returns, and ``state_gradient``, which maps the start's gradient to the
+        initial state's keys. A cell runs from every state over (batch, H) (cell_state: zeros where
+        not given), so the given state[key] (1, batch, H) receives start[key]'s gradient."""
+        jnp, lstm = self.jnp, self.family == "lstm"
         dtype, H = self.check_call(native, xs, state, config, g)
-        step = self._stepper(native, xs.shape[2], H, dtype, g)
-        start = {key: jnp.asarray(value) for key, value in self.cell_state(state, xs.shape[1], H, dtype).items()}
-        lstm = self.family == "lstm"
-        carry = (start["c"], start["h"]) if lstm else start["h"]  # an LSTM's carry is (c, h)
-        trace = {key: [] for key in state_keys(self.family)}
-        for x in xs:
-            carry = step(carry, jnp.asarray(x))
-            trace["h"].append(np.asarray(carry[1] if lstm else carry))
-            if lstm:
-                trace["c"].append(np.asarray(carry[0]))
-        return {key: np.stack(values) for key, values in trace.items()}
+        if padding is not None:
+            self.check_padding(padding, xs)  # a cell takes no lengths: refused, naming them
+        step = self._step(xs.shape[2], H, dtype, g)
+
+        def forward(weights, inputs, start):
+            carry = (start["c"], start["h"]) if lstm else start["h"]  # an LSTM's carry is (c, h)
+            trace = {key: [] for key in state_keys(self.family)}
+            for t in range(inputs.shape[0]):
+                carry = step(weights, carry, inputs[t])
+                trace["h"].append(carry[1] if lstm else carry)
+                if lstm:
+                    trace["c"].append(carry[0])
+            return {key: jnp.stack(values) for key, values in trace.items()}
+
+        start = self.cell_state(state, xs.shape[1], H, dtype)
+
+        def state_gradient(start_gradient):
+            return {key: start_gradient[key][None] for key in (state or {})}
+
+        return forward, (self._jax_values(native), jnp.asarray(xs), self._jax_values(start)), state_gradient
+
+    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
+        forward, arguments, _ = self._run(native, xs, state, config, g)
+        return {key: np.asarray(value) for key, value in forward(*arguments).items()}
+
+    def _jax_values(self, values):
+        return None if values is None else {key: self.jnp.asarray(value) for key, value in values.items()}
+
+    # --- gradients and one optimizer step ---------------------------------------------
+    autodiff = "jax.vjp"
+    optimizers = {"sgd": "optax.sgd", "adam": "optax.adam"}
+
+    def gradients_native(self, native: Native, xs, state, config, g: str, cotangents: dict, padding=None) -> dict:
+        """jax.vjp of the very function run_native calls (``_run``), pulled back with the cotangents."""
+        jax = self.jax
+        forward, arguments, state_gradient = self._run(native, xs, state, config, g, padding)
+        outputs, pullback = jax.vjp(forward, *arguments)
+        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
+            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
+            raise ValueError(f"{self.cell}: cotangents: expected one per output {sorted(outputs)}, got {got}")
+        pulled = {}
+        for key, output in outputs.items():
+            value = np.asarray(cotangents[key])
+            if value.shape != output.shape:
+                raise ValueError(f"{self.cell}: cotangent of {key!r}: expected the output's shape {output.shape}, "
+                                 f"got {value.shape}")
+            pulled[key] = self.jnp.asarray(value, output.dtype)  # vjp takes the outputs' dtype only
+        weights, inputs, start = jax.tree_util.tree_map(np.asarray, pullback(pulled))
+        return {"weights": weights, "inputs": inputs, "state": {} if state is None else state_gradient(start)}
+
+    def optimizer_step_native(self, native: Native, xs, state, config, g: str, cotangents: dict, optimizer: dict,
+                              padding=None) -> Native:
+        """One optax step (optax.sgd, optax.adam; fresh state) on the gradients of ``gradients_native``,
+        applied by optax.apply_updates to the native weights, each of which Flax trains.
+
+        A bias-free configuration's held zero biases are Flax parameters too, but they stand for no
+        bias: they are frozen (optax.multi_transform with optax.set_to_zero, optax's way to freeze
+        parameters) as a Flax user emulating a bias-free cell must, so they stay zero and map back
+        to no bias. optax.masked would not do: it passes the unmasked leaves' gradients through as
+        updates."""
+        optax = import_framework("optax", self.name)
+        transform = self._optax_transform(optax, optimizer)
+        gradients = self.gradients_native(native, xs, state, config, g, cotangents, padding)["weights"]
+        if not config.bias:
+            labels = {name: "held" if name.endswith(".bias") else "trained" for name in native}
+            transform = optax.multi_transform({"trained": transform, "held": optax.set_to_zero()}, labels)
+        params = self._jax_values(native)
+        updates, _ = transform.update(self._jax_values(gradients), transform.init(params), params)
+        return {name: np.asarray(value) for name, value in optax.apply_updates(params, updates).items()}
+
+    def _optax_transform(self, optax, optimizer: dict):
+        """The optimizer in optax's own names (learning_rate; Adam's b1, b2, eps); a key left out is
+        optax's default (adam: b1=0.9, b2=0.999, eps=1e-8, added to sqrt(nu_hat), outside the root).
+        optax.sgd without momentum is plain gradient descent."""
+        if not isinstance(optimizer, dict) or optimizer.get("name") not in self.optimizers:
+            got = optimizer.get("name") if isinstance(optimizer, dict) else type(optimizer).__name__
+            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got {got!r}")
+        names = {"learning_rate": "learning_rate"}
+        if optimizer["name"] == "adam":
+            names.update(beta_1="b1", beta_2="b2", epsilon="eps")
+        if set(optimizer) - set(names) - {"name"} or "learning_rate" not in optimizer:
+            optional = sorted(set(names) - {"learning_rate"})
+            raise ValueError(f"{self.cell}: optimizer {optimizer['name']!r}: expected learning_rate"
+                             + (f" and any of {optional}" if optional else " only")
+                             + f", got {sorted(set(optimizer) - {'name'})}")
+        arguments = {names[key]: float(value) for key, value in optimizer.items() if key != "name"}
+        return (optax.sgd if optimizer["name"] == "sgd" else optax.adam)(**arguments)
 
 
 # --- SimpleCell -------------------------------------------------------------------
@@ -185,9 +276,8 @@ class FlaxNNXSimpleCell(FlaxSimpleCellMapping):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._nnx_shapes(self.nnx.SimpleCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
 
-    def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._nnx_stepper(self._nnx_cell(self.nnx.SimpleCell, native, "", input_size, hidden_size, dtype,
-                                                activation_fn=self._activation(g)))
+    def _step(self, input_size, hidden_size, dtype, g):
+        return self._nnx_step(self.nnx.SimpleCell, input_size, hidden_size, dtype, activation_fn=self._activation(g))
 
 
 class FlaxLinenSimpleCell(FlaxSimpleCellMapping):
@@ -205,10 +295,9 @@ class FlaxLinenSimpleCell(FlaxSimpleCellMapping):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._linen_shapes(self.linen.SimpleCell(features=hidden_size), input_size)
 
-    def _stepper(self, native, input_size, hidden_size, dtype, g):
-        cell = self.linen.SimpleCell(features=hidden_size, activation_fn=self._activation(g), dtype=dtype,
-                                     param_dtype=dtype)
-        return self._linen_stepper(cell, native)
+    def _step(self, input_size, hidden_size, dtype, g):
+        return self._linen_step(self.linen.SimpleCell(features=hidden_size, activation_fn=self._activation(g),
+                                                      dtype=dtype, param_dtype=dtype))
 
 
 # --- nnx.RNN(SimpleCell) and nnx.Bidirectional: the nnx SimpleCell mapping, per direction ---
@@ -283,43 +372,67 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
         ``initial_carry``."""
         return {"h": np.stack([outputs[f"carry {DIRECTIONS[d]}"] for d in range(config.num_directions)])}
 
-    def flax_call(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
-        """``nnx.RNN`` (or ``nnx.Bidirectional``) on the native weights, called as ``config`` asks,
-        ``seq_lengths`` from ``padding``: what Flax returns, (carry, outputs) or outputs, unmasked."""
+    def _layer(self, config: LayerConfig, g: str, input_size: int, hidden_size: int, dtype, padding=None):
+        """``nnx.RNN`` (or ``nnx.Bidirectional``) as a function of the native weights, the inputs (T, batch, I)
+        and the initial state ({"h": (D, batch, H)} or None), JAX values or tracers, built on those weights
+        and called as ``config`` asks, ``seq_lengths`` from ``padding``: what Flax returns, (carry, outputs)
+        or outputs, unmasked."""
         jnp, nnx = self.jnp, self.nnx
-        dtype, H = self.check_call(native, xs, state, config, g)
-        cells = [self._nnx_cell(nnx.SimpleCell, native, self.tag(0, d), xs.shape[2], H, dtype,
-                                activation_fn=self._activation(g)) for d in range(config.num_directions)]
         time_major = bool(config.option("time_major"))
-        inputs = jnp.asarray(xs if time_major else xs.transpose(1, 0, 2))
-        initial = None if state is None else tuple(jnp.asarray(h) for h in state["h"])
-        if config.bidirectional:
-            layer = nnx.Bidirectional(nnx.RNN(cells[0]), nnx.RNN(cells[1], reverse=True, keep_order=True),
-                                      time_major=time_major)
-        else:
-            layer = nnx.RNN(cells[0], time_major=time_major, reverse=bool(config.option("reverse")),
-                            keep_order=bool(config.option("keep_order")))
-            initial = None if initial is None else initial[0]
         seq_lengths = None if padding is None else jnp.asarray(padding.lengths)
-        return layer(inputs, initial_carry=initial, seq_lengths=seq_lengths,
-                     return_carry=bool(config.option("return_carry")))
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        def call(native, xs, state):
+            cells = [self._nnx_cell(nnx.SimpleCell, native, self.tag(0, d), input_size, hidden_size, dtype,
+                                    activation_fn=self._activation(g)) for d in range(config.num_directions)]
+            inputs = xs if time_major else xs.transpose(1, 0, 2)
+            initial = None if state is None else tuple(state["h"][d] for d in range(config.num_directions))
+            if config.bidirectional:
+                layer = nnx.Bidirectional(nnx.RNN(cells[0]), nnx.RNN(cells[1], reverse=True, keep_order=True),
+                                          time_major=time_major)
+            else:
+                layer = nnx.RNN(cells[0], time_major=time_major, reverse=bool(config.option("reverse")),
+                                keep_order=bool(config.option("keep_order")))
+                initial = None if initial is None else initial[0]
+            return layer(inputs, initial_carry=initial, seq_lengths=seq_lengths,
+                         return_carry=bool(config.option("return_carry")))
+
+        return call
+
+    def flax_call(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
+        """What Flax returns for the checked arguments (``_layer``), unmasked."""
+        dtype, H = self.check_call(native, xs, state, config, g)
+        return self._layer(config, g, xs.shape[2], H, dtype, padding)(
+            self._jax_values(native), self.jnp.asarray(xs), self._jax_values(state))
+
+    def _run(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
         """A padded batch's padded steps zeroed with its mask: Flax leaves them as the cell computed
         them, run on over the padding ("The output elements corresponding to padding elements are NOT
         zeroed out", flax.linen.RNN's docstring; nnx.RNN is the same code), and its users mask them.
-        tests/equivalence/test_padded_flax_tf1.py holds what Flax reports there."""
-        result = self.flax_call(native, xs, state, config, g, padding)
-        if config.option("return_carry"):
-            carry, outputs = result
-            carries = carry if config.bidirectional else (carry,)
-        else:
-            carries, outputs = (), result
-        outputs = np.asarray(outputs)
-        if padding is not None:
-            mask = padding.mask(xs.shape[0])  # (T, batch)
-            outputs = np.where((mask if config.option("time_major") else mask.T)[..., None], outputs, 0)
-        return {"outputs": outputs, **{f"carry {DIRECTIONS[d]}": np.asarray(c) for d, c in enumerate(carries)}}
+        tests/equivalence/test_padded_flax_tf1.py holds what Flax reports there. The zeroing is part of
+        the function differentiated (jnp.where), so a padded step's output passes no gradient back.
+        The layer takes the state as given, so its gradient is the state's own."""
+        jnp = self.jnp
+        dtype, H = self.check_call(native, xs, state, config, g)
+        call = self._layer(config, g, xs.shape[2], H, dtype, padding)
+
+        def forward(weights, inputs, initial):
+            result = call(weights, inputs, initial)
+            if config.option("return_carry"):
+                carry, outputs = result
+                carries = carry if config.bidirectional else (carry,)
+            else:
+                carries, outputs = (), result
+            if padding is not None:
+                mask = padding.mask(xs.shape[0])  # (T, batch)
+                outputs = jnp.where((mask if config.option("time_major") else mask.T)[..., None], outputs, 0)
+            return {"outputs": outputs, **{f"carry {DIRECTIONS[d]}": c for d, c in enumerate(carries)}}
+
+        arguments = (self._jax_values(native), jnp.asarray(xs), self._jax_values(state))
+        return forward, arguments, lambda state_gradient: state_gradient
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        forward, arguments, _ = self._run(native, xs, state, config, g, padding)
+        return {key: np.asarray(value) for key, value in forward(*arguments).items()}
 
 
 # --- gated cells ------------------------------------------------------------------
@@ -409,9 +522,8 @@ class FlaxNNXLSTMCell(FlaxLSTMCell):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._nnx_shapes(self.nnx.LSTMCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
 
-    def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._nnx_stepper(self._nnx_cell(self.nnx.LSTMCell, native, "", input_size, hidden_size, dtype,
-                                                **self.activation_arguments(g)))
+    def _step(self, input_size, hidden_size, dtype, g):
+        return self._nnx_step(self.nnx.LSTMCell, input_size, hidden_size, dtype, **self.activation_arguments(g))
 
 
 class FlaxLinenLSTMCell(FlaxLSTMCell):
@@ -423,9 +535,9 @@ class FlaxLinenLSTMCell(FlaxLSTMCell):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._linen_shapes(self.linen.LSTMCell(features=hidden_size), input_size)
 
-    def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._linen_stepper(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
-                                                       **self.activation_arguments(g)), native)
+    def _step(self, input_size, hidden_size, dtype, g):
+        return self._linen_step(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
+                                                    **self.activation_arguments(g)))
 
 
 class FlaxLinenGRUCell(FlaxBase):
@@ -477,9 +589,9 @@ class FlaxLinenGRUCell(FlaxBase):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._linen_shapes(self.linen.GRUCell(features=hidden_size), input_size)
 
-    def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._linen_stepper(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
-                                                      **self.activation_arguments(g)), native)
+    def _step(self, input_size, hidden_size, dtype, g):
+        return self._linen_step(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
+                                                   **self.activation_arguments(g)))
 
 
 class FlaxNNXGRUCell(FlaxBase):
@@ -524,6 +636,5 @@ class FlaxNNXGRUCell(FlaxBase):
     def own_weight_shapes(self, input_size: int, hidden_size: int):
         return self._nnx_shapes(self.nnx.GRUCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
 
-    def _stepper(self, native, input_size, hidden_size, dtype, g):
-        return self._nnx_stepper(self._nnx_cell(self.nnx.GRUCell, native, "", input_size, hidden_size, dtype,
-                                                **self.activation_arguments(g)))
+    def _step(self, input_size, hidden_size, dtype, g):
+        return self._nnx_step(self.nnx.GRUCell, input_size, hidden_size, dtype, **self.activation_arguments(g))
