@@ -187,6 +187,8 @@ def pytest_generate_tests(metafunc):
             known = dict(cls.known_issues) if marker and scope in cls.known_issue_scopes else {}
             if marker and make_cases is padded_cases:
                 known.update(cls.padded_known_issues)
+            if marker and make_cases is gradient_cases:
+                known = {**cls.gradient_known_issues, **known}  # a forward bug, where both apply, is the cause
             options_known = cls.option_known_issues if known else {}
             # A case carries its activation; without cases, ``g`` runs over the system's activations.
             cases = make_cases(cls, depth, seed) if "case" in argnames else [None]

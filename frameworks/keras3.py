@@ -103,6 +103,115 @@ class KerasFamily:
             return np.asarray(self.keras.ops.convert_to_numpy(tensor))
         return np.asarray(tensor)
 
+    # --- tensors, in this Keras's own ops (tf_keras has none of its own: TensorFlow's) ----
+    @property
+    def _ops(self):
+        """``keras.ops`` in Keras 3; TensorFlow in Keras 2, whose stack and transpose take the same arguments."""
+        return self.keras.ops if self.module == "keras" else import_framework("tensorflow", self.name)
+
+    def _states(self, state) -> dict | None:
+        """An initial state as tensors, {key: (L*D, batch, H)}, or None."""
+        return None if state is None else {key: self._tensor(np.asarray(value)) for key, value in state.items()}
+
+    def _evaluate(self, forward, xs, state) -> dict[str, np.ndarray]:
+        """``forward`` (tensors in, a dict of tensors out) on NumPy arguments, its outputs as NumPy."""
+        return {key: self._numpy(value) for key, value in forward(self._tensor(xs), self._states(state)).items()}
+
+    # --- gradients and one optimizer step: the backend's own autodiff -----------------------
+    @property
+    def _runtime(self) -> str:  # the backend that computes, so whose autodiff differentiates
+        return self.backend or "tensorflow"
+
+    def _cotangents(self, outputs: dict, cotangents: dict) -> dict:
+        """The cotangents, one per output of the run, each in its output's shape."""
+        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
+            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
+            raise ValueError(f"{self.cell}: cotangents: expected one per output {sorted(outputs)}, got {got}")
+        for key, value in outputs.items():
+            if np.shape(cotangents[key]) != tuple(value.shape):
+                raise ValueError(f"{self.cell}: cotangents[{key!r}]: expected the output's shape "
+                                 f"{tuple(value.shape)}, got {np.shape(cotangents[key])}")
+        return cotangents
+
+    def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict):
+        """The vector-Jacobian product of ``forward(x, state)`` (the forward ``run_native`` evaluates) with
+        ``cotangents``, by the backend's own autodiff: the variables' gradients as backend tensors (what
+        the optimizer takes), and the inputs' and initial state's as NumPy, each in its argument's shape."""
+        names, keys = list(variables), list(state or {})
+        x, states = self._tensor(xs), self._states(state) or {}
+        if self._runtime == "jax":
+            jax = import_framework("jax", self.name)
+
+            def pure(weights, x, states):
+                # Keras reads every variable from the scope, so the weights are the function's arguments.
+                with self.keras.StatelessScope(state_mapping=[(variables[n], weights[n]) for n in names]):
+                    return forward(x, states or None)
+
+            outputs, pullback = jax.vjp(pure, {n: variables[n].value for n in names}, x, states)
+            # The cotangent of an output in the dtype Keras returned (float32 for a float64 tanh on jax).
+            cotangents = self._cotangents(outputs, cotangents)
+            weights, x_grad, state_grads = pullback({k: jax.numpy.asarray(cotangents[k], outputs[k].dtype)
+                                                     for k in outputs})
+            return weights, self._numpy(x_grad), {k: self._numpy(state_grads[k]) for k in keys}
+        if self._runtime == "torch":
+            torch = import_framework("torch", self.name)
+            x.requires_grad_(True)
+            for value in states.values():
+                value.requires_grad_(True)
+            outputs = forward(x, states or None)
+            cotangents = self._cotangents(outputs, cotangents)
+            targets = [variables[n].value for n in names] + [x] + [states[k] for k in keys]
+            grads = torch.autograd.grad([outputs[k] for k in outputs], targets, allow_unused=True,
+                                        grad_outputs=[torch.as_tensor(cotangents[k], dtype=outputs[k].dtype)
+                                                      for k in outputs])
+            grads = [torch.zeros_like(t) if d is None else d for t, d in zip(targets, grads)]  # unused: zero
+        else:  # tensorflow, Keras 3's backend or tf_keras's
+            tf = import_framework("tensorflow", self.name)
+            with tf.GradientTape() as tape:  # trainable variables are watched by default
+                tape.watch([x, *states.values()])
+                outputs = forward(x, states or None)
+            cotangents = self._cotangents(outputs, cotangents)
+            targets = [variables[n] for n in names] + [x] + [states[k] for k in keys]
+            grads = tape.gradient([outputs[k] for k in outputs], targets,
+                                  output_gradients=[tf.constant(cotangents[k], dtype=outputs[k].dtype)
+                                                    for k in outputs],
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        weights, (x_grad, *state_grads) = dict(zip(names, grads[:len(names)])), grads[len(names):]
+        return weights, self._numpy(x_grad), {k: self._numpy(d) for k, d in zip(keys, state_grads)}
+
+    def _gradients(self, variables: dict, forward, xs, state, cotangents: dict) -> dict:
+        weights, x_grad, state_grads = self._differentiate(variables, forward, xs, state, cotangents)
+        dtype = np.asarray(xs).dtype  # the run's: a backend that computed in float32 does not change it
+        return {"weights": {n: self._numpy(d).astype(dtype, copy=False) for n, d in weights.items()},
+                "inputs": x_grad.astype(dtype, copy=False),
+                "state": {k: d.astype(dtype, copy=False) for k, d in state_grads.items()}}
+
+    def _optimizer(self, optimizer: dict):
+        """The framework's optimizer for {"name", "learning_rate", and Adam's "beta_1", "beta_2",
+        "epsilon"}, by Keras's own argument names; a key left out keeps Keras's default. SGD is
+        Keras's default SGD: momentum 0, no Nesterov, no weight decay."""
+        name, keys = optimizer.get("name"), {"sgd": ("learning_rate",),
+                                             "adam": ("learning_rate", "beta_1", "beta_2", "epsilon")}
+        if name not in keys:
+            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(keys)}, got {name!r}")
+        unknown = sorted(set(optimizer) - {"name", *keys[name]})
+        if unknown:
+            raise ValueError(f"{self.cell}: optimizer {name!r} takes {list(keys[name])}, got also {unknown}")
+        cls = {"sgd": self.keras.optimizers.SGD, "adam": self.keras.optimizers.Adam}[name]
+        return cls(**{key: optimizer[key] for key in keys[name] if key in optimizer})
+
+    def _optimizer_step(self, variables: dict, forward, xs, state, cotangents: dict, optimizer: dict) -> Native:
+        """One step of the optimizer, fresh, with the gradients of ``_differentiate``, applied to the
+        variables that hold the native weights (a summed bias is one variable: one update)."""
+        step = self._optimizer(optimizer)
+        weights, _, _ = self._differentiate(variables, forward, xs, state, cotangents)
+        pairs = [(weights[n], variables[n]) for n in variables]
+        if self.module == "keras":
+            step.apply([grad for grad, _ in pairs], [variable for _, variable in pairs])
+        else:
+            step.apply_gradients(pairs)
+        return {n: np.asarray(variable.numpy()) for n, variable in variables.items()}
+
     def _backend_text(self) -> str:
         return f" (backend {self.keras.backend.backend()})" if self.module == "keras" else ""
 
@@ -177,6 +286,17 @@ class KerasMapping(KerasFamily, Adapter):
             options["reset_after"] = self.variant == "reset_after"
         return getattr(self.keras.layers, KERAS_LAYERS[self.family] + ("" if self.layer else "Cell"))(units, **options)
 
+    # --- gradients and one optimizer step, of the forward ``run_native`` evaluates (``_prepare``) ---
+    def gradients_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
+                         padding=None) -> dict:
+        variables, forward = self._prepare(native, xs, state, config, g, padding)
+        return self._gradients(variables, forward, xs, state, cotangents)
+
+    def optimizer_step_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
+                              optimizer: dict, padding=None) -> Native:
+        variables, forward = self._prepare(native, xs, state, config, g, padding)
+        return self._optimizer_step(variables, forward, xs, state, cotangents, optimizer)
+
     @staticmethod
     def _weight_shapes(cell, tag: str = "") -> dict[str, tuple[int, ...]]:
         return {tag + v.name.split("/")[-1].split(":")[0]: tuple(v.shape) for v in cell.weights}
@@ -192,20 +312,34 @@ class KerasCell(KerasMapping):
         cell.build((None, input_size))
         return self._weight_shapes(cell)
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+    def _prepare(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
+        """The cell holding ``native`` (its variables by native name) and the forward of a run:
+        (x (T, batch, I), state {key: (1, batch, H)} or None) -> {"h": (T, batch, H), "c"}, as tensors."""
+        if padding is not None:
+            self.check_padding(padding, xs)  # a cell takes no padded batch: refused, naming why
         dtype, H = self.check_call(native, xs, state, config, g)
         cell = self._make(H, g, config.bias, dtype.name)
         cell.build((None, xs.shape[2]))
         for name, value in native.items():
             getattr(cell, name).assign(value)
-        states = [self._tensor(value) for value in self.cell_state(state, xs.shape[1], H, dtype).values()]
-        trace = {key: [] for key in state_keys(self.family)}  # Keras's states are [h] or [h, c]
-        for x in xs:
-            _, states = cell(self._tensor(x), states)
-            states = list(states)
-            for key, value in zip(trace, states):
-                trace[key].append(self._numpy(value))
-        return {key: np.stack(values) for key, values in trace.items()}
+        keys, zeros = state_keys(self.family), np.zeros((xs.shape[1], H), dtype)
+
+        def forward(x, states):
+            # Keras's states are [h] or [h, c]; a state not given starts at zeros.
+            carry = [states[key][0] if states and key in states else self._tensor(zeros) for key in keys]
+            trace = {key: [] for key in keys}
+            for t in range(xs.shape[0]):
+                _, carry = cell(x[t], carry)
+                carry = list(carry)
+                for key, value in zip(keys, carry):
+                    trace[key].append(value)
+            return {key: self._ops.stack(values, axis=0) for key, values in trace.items()}
+
+        return {name: getattr(cell, name) for name in native}, forward
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        _, forward = self._prepare(native, xs, state, config, g)
+        return self._evaluate(forward, xs, state)
 
 
 class KerasLayer(KerasMapping):
@@ -278,25 +412,37 @@ class KerasLayer(KerasMapping):
         return "zeros" if zeros and config.option("return_sequences") else "repeat"
 
     def _inputs(self, xs, config: LayerConfig, padding):
-        """The batch-first inputs and the mask to pass to every layer call. ``("mask", "argument")``:
-        the layer's ``mask`` argument, (batch, T) booleans. ``("mask", "Masking")``: padded steps
-        set to ``MASK_VALUE`` (how Masking users mark them; the suite's random inputs never equal
-        it) and a ``keras.layers.Masking`` in front, whose mask Keras hands on layer to layer."""
+        """How the inputs reach the stack: a function of the time-major input tensor returning the
+        batch-first inputs and the mask to pass to every layer call, so that the differentiated
+        forward takes them from the same tensor. ``("mask", "argument")``: the layer's ``mask``
+        argument, (batch, T) booleans. ``("mask", "Masking")``: padded steps set to ``MASK_VALUE`` (how
+        Masking users mark them; the suite's random inputs never equal it) and a
+        ``keras.layers.Masking`` in front, whose mask Keras hands on layer to layer."""
         how = config.option("mask")
         if how not in (None, "argument", "Masking"):
             raise ValueError(f"{self.cell}: option mask: expected 'argument' or 'Masking', got {how!r}")
         if padding is not None and how is None:
             raise ValueError(f"{self.cell}: configuration {config} takes no {self.lengths_name}; "
                              f"a padded batch needs the option ('mask', 'argument') or ('mask', 'Masking')")
-        xs = np.array(xs.transpose(1, 0, 2))  # a copy, batch first
         # A Padding, or (run_native only, unchecked) any (T, batch) boolean mask: Keras takes any.
-        mask = None if padding is None else (padding.mask(xs.shape[1]) if hasattr(padding, "mask")
+        mask = None if padding is None else (padding.mask(xs.shape[0]) if hasattr(padding, "mask")
                                              else np.asarray(padding, bool)).T
+        ops, shape = self._ops, (xs.shape[1], xs.shape[0], xs.shape[2])
+
+        def batch_first(x):
+            return ops.transpose(x, (1, 0, 2))
+
         if how == "Masking":
-            if mask is not None:
-                xs[~mask] = MASK_VALUE
-            return self.keras.layers.Masking(MASK_VALUE, dtype=xs.dtype.name)(self._tensor(xs)), None
-        return self._tensor(xs), None if mask is None else self._tensor(mask)
+            masking = self.keras.layers.Masking(MASK_VALUE, dtype=xs.dtype.name)
+            if mask is None:
+                return lambda x: (masking(batch_first(x)), None)
+            # The padded steps become MASK_VALUE inside the framework (a where, not an assignment to
+            # the array), so that their inputs get the gradient the run gives them: none.
+            keep = self._tensor(np.broadcast_to(mask[:, :, None], shape).copy())
+            padded = self._tensor(np.full(shape, MASK_VALUE, xs.dtype))
+            return lambda x: (masking(ops.where(keep, batch_first(x), padded)), None)
+        mask = None if mask is None else self._tensor(mask)
+        return lambda x: (batch_first(x), mask)
 
     # --- running --------------------------------------------------------------------------
     def _built_layers(self, native: Native, batch_shape, config: LayerConfig, H: int, g: str, dtype: str) -> list:
@@ -312,29 +458,41 @@ class KerasLayer(KerasMapping):
             shape = shape[:2] + (config.num_directions * H,)
         return layers
 
+    def _variables(self, layers: list, config: LayerConfig) -> dict:
+        """The variables of the built stack, by native name."""
+        return {self.tag(k, d) + name: getattr(cell, name) for k, rnn in enumerate(layers)
+                for d, cell in enumerate(self._cells(rnn, config)) for name in self.cell_spec(1, 1, config.bias, "")}
+
     def _call(self, layers: list, x, mask, state, config: LayerConfig) -> dict:
         """Call the built stack on ``x`` (batch first), each layer with the mask and its initial
-        state; the outputs as ``arrange`` names them."""
+        state (tensors, {key: (L*D, batch, H)} or None); the outputs, as tensors, as ``arrange``
+        names them."""
         D, keys = config.num_directions, state_keys(self.family)
         result = {}
         for k, rnn in enumerate(layers):
             # Bidirectional takes the forward states, then the backward ones; an LSTM's are [h, c].
-            initial = None if state is None else [self._tensor(np.asarray(state[key])[k * D + d])
-                                                  for d in range(D) for key in keys]
+            initial = None if state is None else [state[key][k * D + d] for d in range(D) for key in keys]
             out = rnn(x, initial_state=initial) if mask is None else rnn(x, initial_state=initial, mask=mask)
             if config.option("return_state"):
                 x = out[0]
                 names = [self._state_key(k, d, key) for d in range(D) for key in keys]
-                result.update({name: self._numpy(s) for name, s in zip(names, out[1:])})
+                result.update(zip(names, out[1:]))
             else:
                 x = out
-        result["output"] = self._numpy(x)
+        result["output"] = x
         return result
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+    def _prepare(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
+        """The stack holding ``native`` (its variables by native name) and the forward of a run:
+        (x (T, batch, I), state {key: (L*D, batch, H)} or None) -> the outputs, as tensors."""
         dtype, H = self.check_call(native, xs, state, config, g)
-        x, mask = self._inputs(xs, config, padding)
-        return self._call(self._built_layers(native, x.shape, config, H, g, dtype.name), x, mask, state, config)
+        inputs = self._inputs(xs, config, padding)
+        layers = self._built_layers(native, (xs.shape[1], xs.shape[0], xs.shape[2]), config, H, g, dtype.name)
+        return self._variables(layers, config), lambda x, states: self._call(layers, *inputs(x), states, config)
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
+        _, forward = self._prepare(native, xs, state, config, g, padding)
+        return self._evaluate(forward, xs, state)
 
     # --- chunked runs ---------------------------------------------------------------------
     def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
@@ -360,12 +518,13 @@ class KerasLayer(KerasMapping):
         """One stateful stack called on each chunk in turn (in the child process where the backend is
         another's: the layers live there)."""
         dtype, H = self.check_call(native, chunks[0], state, config, g)
-        layers, outputs = None, []
+        layers, outputs, state = None, [], self._states(state)
         for xs in chunks:
             self.check_call(native, xs, None, config, g)
-            x, mask = self._inputs(xs, config, None)
+            x, mask = self._inputs(xs, config, None)(self._tensor(xs))
             layers = layers or self._built_layers(native, x.shape, config, H, g, dtype.name)
-            outputs.append(self._call(layers, x, mask, state, config))
+            outputs.append({key: self._numpy(value)
+                            for key, value in self._call(layers, x, mask, state, config).items()})
             state = None  # later calls start from the layers' own states
         return outputs
 
@@ -556,6 +715,21 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
         "distributions": (module, runtime), "requires": (module, runtime),
         "process_env": {"KERAS_BACKEND": backend} if backend else {},
         "mutations": CELL_MUTATIONS[family], "activations": activations,
+        # Gradients by the backend's own autodiff (KerasFamily._differentiate), steps by this Keras's optimizers.
+        "autodiff": {"tensorflow": "tf.GradientTape", "jax": "jax.vjp", "torch": "torch.autograd"}[runtime],
+        "optimizers": {"sgd": f"{module}.optimizers.SGD", "adam": f"{module}.optimizers.Adam"},
+        # Both Keras versions' Adam add epsilon to sqrt(v) before the bias correction ("epsilon hat"), and
+        # hold the learning rate in a floatx (float32) variable, also for float64 weights; on tensorflow
+        # beta_1 and beta_2 are float32 in the correction too (measured: a float64 step is exact with them
+        # rounded to float32; on jax and torch only lr is).
+        "adam_epsilon": "before_correction", "optimizer_constants_dtype": "float32",
+        # torch.nn.functional.hardsigmoid's backward multiplies by 1/6 rounded to float32 in float64 too
+        # (measured: 0.1666666716337204), so float64 gradients through Keras 3's hard_sigmoid on torch
+        # are off by 3e-9 relative, far above the float64 bound; the forward is right. No upstream
+        # report found (worth filing with pytorch/pytorch).
+        "gradient_known_issues": {(spec, "float64"): "torch hardsigmoid backward uses 1/6 rounded to float32 in "
+                                  "float64 (no upstream report found)" for spec in activations
+                                  if "hard_sigmoid" in spec} if runtime == "torch" else {},
         **known_issues(backend, family, variant, base.layer, activations), "__module__": __name__,
     }
     if base.layer:

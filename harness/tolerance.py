@@ -368,7 +368,8 @@ def chunked_reference_and_bound(stack, xs, state, dtype: str, sizes, forget_bias
     return chunks
 
 
-def optimizer_step_bound(w, w_new, g, g_bound, optimizer: dict, dtype: str, epsilon: float | None = None):
+def optimizer_step_bound(w, w_new, g, g_bound, optimizer: dict, dtype: str, epsilon: float | None = None,
+                         constants_dtype: str = ""):
     """Bound on |w' computed in ``dtype`` - w' exact| for one step (``reference.optimizers``) from the
     exact weights ``w``, with a computed gradient within ``g_bound`` of the exact ``g`` (float64
     arrays, elementwise); ``epsilon``: Adam's e in w - lr g / (|g| + e).
@@ -379,14 +380,22 @@ def optimizer_step_bound(w, w_new, g, g_bound, optimizer: dict, dtype: str, epsi
       the gradient's error moves it by at most lr e_g e / (max(|g| - e_g, 0) + e)^2 (and never by more
       than 2 lr: |phi| < 1); its evaluation (m, v, their corrections, the square root, the division,
       lr and the mapped epsilon) is some fifteen roundings of at most lr each, and the result one.
-    Both sides add the rounding of the stored weight: a stored sum b_x + b_h is rounded once."""
+    Both sides add the rounding of the stored weight: a stored sum b_x + b_h is rounded once.
+    ``constants_dtype``: where a framework holds its hyperparameters in another dtype than the weights
+    (Keras: in floatx, float32, also for float64 weights), lr and Adam's constants are rounded to it:
+    one rounding of lr |g| (SGD); for Adam, five of lr, and the bias corrections 1 - b1 and 1 - b2 of
+    rounded betas, which are relatively off by u b / (1 - b) (the square root halves b2's): a framework
+    may round b2 in the correction and not in v (Keras on tensorflow), and then they do not cancel."""
     u = UNIT_ROUNDOFF[dtype] + UNIT_ROUNDOFF["float64"]  # the computation's, and the float64 reference's
+    u_constants = UNIT_ROUNDOFF[constants_dtype or dtype]
     lr = optimizer["learning_rate"]
     if optimizer["name"] == "sgd":
-        propagated, rounding = lr * g_bound, 2 * u * lr * np.abs(g)
+        propagated, rounding = lr * g_bound, (u + u_constants) * lr * np.abs(g)
     else:
         slope = epsilon / (np.maximum(np.abs(g) - g_bound, 0.0) + epsilon) ** 2
-        propagated, rounding = np.minimum(lr * g_bound * slope, 2 * lr), 15 * u * lr
+        b1, b2 = optimizer.get("beta_1", 0.9), optimizer.get("beta_2", 0.999)
+        corrections = 5 + b1 / (1 - b1) + b2 / (2 * (1 - b2))
+        propagated, rounding = np.minimum(lr * g_bound * slope, 2 * lr), (10 * u + corrections * u_constants) * lr
     return propagated + rounding + u * (np.abs(w_new) + np.abs(w))
 
 

@@ -46,11 +46,14 @@ def expected_step(adapter, case, dtype, optimizer):
     stack = case.stack()
     params, g = stored(stack, gradients_as_stack(grads, stack), adapter.kept_hidden_biases)
     _, g_bound = stored(stack, gradients_as_stack(bounds, stack), adapter.kept_hidden_biases)
-    new = step(stack, gradients_as_stack(grads, stack), optimizer, adapter.kept_hidden_biases, adapter.adam_epsilon)
-    epsilon = effective_epsilon(optimizer, adapter.adam_epsilon) if optimizer["name"] == "adam" else None
+    # The system is given the suite's epsilon in its own placement (``mapped``), so its step is the
+    # reference's with the suite's epsilon after the correction.
+    new = step(stack, gradients_as_stack(grads, stack), optimizer, adapter.kept_hidden_biases, "after_correction")
+    epsilon = effective_epsilon(optimizer, "after_correction") if optimizer["name"] == "adam" else None
     as_flat = lambda s: flatten({"params": s, "inputs": np.zeros(0), "state": {}}, stack, False)
     w, w_new, g, g_bound = (as_flat(s) for s in (params, new, g, g_bound))
-    bound = {name: optimizer_step_bound(w[name], w_new[name], g[name], g_bound[name], optimizer, dtype, epsilon)
+    bound = {name: optimizer_step_bound(w[name], w_new[name], g[name], g_bound[name], optimizer, dtype, epsilon,
+                                        adapter.optimizer_constants_dtype)
              for name in w_new if name != "x"}
     return cotangents, {name: w_new[name] for name in bound}, bound
 
