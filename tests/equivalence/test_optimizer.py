@@ -11,6 +11,7 @@ steps on a stored sum b_x + b_h and on two stored biases: both proved below.
 import numpy as np
 import pytest
 
+from conftest import known_reason
 from harness.cases import gradient_cases
 from harness.compare import compare, compare_outputs
 from harness.gradients import flatten, names, reference_gradients
@@ -66,12 +67,7 @@ def take_step(adapter, case, dtype, optimizer, cotangents):
     return {name: value for name, value in flat.items() if name != "x"}
 
 
-@pytest.mark.design("optimizer")
-@pytest.mark.applies_to(lambda cls: bool(cls.optimizers))
-@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-@pytest.mark.known_issues
-def test_one_optimizer_step_matches_reference_step(adapter, g, dtype, case, optimizer, record):
-    optimizer = OPTIMIZERS[optimizer]
+def check_step(adapter, case, dtype, optimizer, record):
     cotangents, expected, bounds = expected_step(adapter, case, dtype, optimizer)
     actual = take_step(adapter, case, dtype, optimizer, cotangents)
     comparison = compare_outputs(actual, expected, bounds,
@@ -79,6 +75,27 @@ def test_one_optimizer_step_matches_reference_step(adapter, g, dtype, case, opti
                                  f"the reference step, {case.describe(dtype)}")
     record("optimizer", adapter, dtype=dtype, **comparison.as_record())
     assert comparison.equivalent, comparison.message()
+
+
+@pytest.mark.design("optimizer")
+@pytest.mark.applies_to(lambda cls: bool(cls.optimizers))
+@pytest.mark.known_issues
+def test_one_sgd_step_matches_reference_step(adapter, g, dtype, case, record):
+    check_step(adapter, case, dtype, OPTIMIZERS["sgd"], record)
+
+
+@pytest.mark.design("optimizer")
+@pytest.mark.applies_to(lambda cls: bool(cls.optimizers))
+def test_one_adam_step_matches_reference_step(adapter, g, dtype, case, record):
+    """Not marked with the systems' known issues: Adam's first step, w - lr g / (|g| + e), hardly
+    depends on the gradient's relative error (its bound carries it through e / (|g| + e)^2), so a
+    framework that computes a float64 run in float32 (Keras on jax and torch) may still take the
+    float64 step within the bound, and a strict expected failure would pass. Where such a bug is
+    known, the SGD step holds it as a strict expected failure, and this one is skipped, saying so."""
+    reason = known_reason(adapter.known_issues, case, dtype)
+    if reason:
+        pytest.skip(f"known issue of the forward pass and gradients (a strict xfail of the SGD step): {reason}")
+    check_step(adapter, case, dtype, OPTIMIZERS["adam"], record)
 
 
 
