@@ -42,6 +42,8 @@ Native = dict[str, np.ndarray]
 NativeSpec = dict[str, tuple[tuple[int, ...], str]]
 
 REGISTRY: dict[str, type] = {}
+# The hyperparameters of each optimizer the suite steps with (``Adapter.optimizer_step``), by its names.
+OPTIMIZER_ARGUMENTS = {"sgd": ("learning_rate",), "adam": ("learning_rate", "beta_1", "beta_2", "epsilon")}
 
 
 @dataclass(frozen=True)
@@ -309,6 +311,32 @@ class Adapter:
         default where one is left out)."""
         raise NotImplementedError
 
+    def check_cotangents(self, outputs: dict, cotangents) -> None:
+        """One cotangent per output of the run (``outputs``: the run's outputs, anything with a shape),
+        each in its output's shape: or an error naming them (a framework's own error would not, and a
+        reshape would take a wrong one of the right size)."""
+        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
+            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
+            raise ValueError(f"{self.cell}: cotangents: expected one per output {sorted(outputs)}, got {got}")
+        for key, output in outputs.items():
+            if np.shape(cotangents[key]) != tuple(output.shape):
+                raise ValueError(f"{self.cell}: cotangents[{key!r}]: expected the output's shape "
+                                 f"{tuple(output.shape)}, got {np.shape(cotangents[key])}")
+
+    def optimizer_arguments(self, optimizer, names: dict[str, str] | None = None) -> tuple[str, dict]:
+        """The optimizer's name and the hyperparameters given, by the framework's own ``names`` (the
+        suite's name -> the framework's; the same where not listed). A hyperparameter the optimizer
+        does not take is refused, not dropped: it would make another optimizer than the one asked for."""
+        name = optimizer.get("name") if isinstance(optimizer, dict) else None
+        if name not in self.optimizers:
+            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got {name!r}")
+        unknown = sorted(set(optimizer) - {"name", *OPTIMIZER_ARGUMENTS[name]})
+        if unknown:
+            raise ValueError(f"{self.cell}: {self.optimizers[name]}: unknown argument(s) {unknown}; expected some "
+                             f"of {list(OPTIMIZER_ARGUMENTS[name])}")
+        names = names or {}
+        return name, {names.get(key, key): float(value) for key, value in optimizer.items() if key != "name"}
+
     def gradients(self, params, xs, state, config: LayerConfig, cotangents: dict,
                   padding: Padding | None = None) -> dict:
         """Map ``params`` to native weights, differentiate with the framework, and map the weights'
@@ -367,9 +395,7 @@ class Adapter:
         ``from_native`` (a stored sum b_x + b_h comes back as b_x, with b_h = 0)."""
         stack = StackParams.of(params)
         self.check_params(stack, config)
-        if optimizer.get("name") not in self.optimizers:
-            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got "
-                             f"{optimizer.get('name')!r}")
+        self.optimizer_arguments(optimizer)  # refused before a run
         extra = {"padding": padding} if padding is not None else {}
         new = self.optimizer_step_native(self.to_native(stack, config), np.asarray(xs), state, config,
                                          stack.activation, cotangents, optimizer, **extra)

@@ -178,16 +178,9 @@ class FlaxBase(Adapter):
         jax = self.jax
         forward, arguments, state_gradient = self._run(native, xs, state, config, g, padding)
         outputs, pullback = jax.vjp(forward, *arguments)
-        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
-            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
-            raise ValueError(f"{self.cell}: cotangents: expected one per output {sorted(outputs)}, got {got}")
-        pulled = {}
-        for key, output in outputs.items():
-            value = np.asarray(cotangents[key])
-            if value.shape != output.shape:
-                raise ValueError(f"{self.cell}: cotangent of {key!r}: expected the output's shape {output.shape}, "
-                                 f"got {value.shape}")
-            pulled[key] = self.jnp.asarray(value, output.dtype)  # vjp takes the outputs' dtype only
+        self.check_cotangents(outputs, cotangents)
+        pulled = {key: self.jnp.asarray(cotangents[key], output.dtype)  # vjp takes the outputs' dtype only
+                  for key, output in outputs.items()}
         weights, inputs, start = jax.tree_util.tree_map(np.asarray, pullback(pulled))
         return {"weights": weights, "inputs": inputs, "state": {} if state is None else state_gradient(start)}
 
@@ -215,19 +208,11 @@ class FlaxBase(Adapter):
         """The optimizer in optax's own names (learning_rate; Adam's b1, b2, eps); a key left out is
         optax's default (adam: b1=0.9, b2=0.999, eps=1e-8, added to sqrt(nu_hat), outside the root).
         optax.sgd without momentum is plain gradient descent."""
-        if not isinstance(optimizer, dict) or optimizer.get("name") not in self.optimizers:
-            got = optimizer.get("name") if isinstance(optimizer, dict) else type(optimizer).__name__
-            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got {got!r}")
-        names = {"learning_rate": "learning_rate"}
-        if optimizer["name"] == "adam":
-            names.update(beta_1="b1", beta_2="b2", epsilon="eps")
-        if set(optimizer) - set(names) - {"name"} or "learning_rate" not in optimizer:
-            optional = sorted(set(names) - {"learning_rate"})
-            raise ValueError(f"{self.cell}: optimizer {optimizer['name']!r}: expected learning_rate"
-                             + (f" and any of {optional}" if optional else " only")
-                             + f", got {sorted(set(optimizer) - {'name'})}")
-        arguments = {names[key]: float(value) for key, value in optimizer.items() if key != "name"}
-        return (optax.sgd if optimizer["name"] == "sgd" else optax.adam)(**arguments)
+        name, arguments = self.optimizer_arguments(optimizer, {"beta_1": "b1", "beta_2": "b2", "epsilon": "eps"})
+        if "learning_rate" not in arguments:  # optax has no default for it
+            raise ValueError(f"{self.cell}: {self.optimizers[name]}: expected a learning_rate, got "
+                             f"{sorted(set(optimizer) - {'name'})}")
+        return (optax.sgd if name == "sgd" else optax.adam)(**arguments)
 
 
 # --- SimpleCell -------------------------------------------------------------------

@@ -123,14 +123,7 @@ class KerasFamily:
         return self.backend or "tensorflow"
 
     def _cotangents(self, outputs: dict, cotangents: dict) -> dict:
-        """The cotangents, one per output of the run, each in its output's shape."""
-        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
-            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
-            raise ValueError(f"{self.cell}: cotangents: expected one per output {sorted(outputs)}, got {got}")
-        for key, value in outputs.items():
-            if np.shape(cotangents[key]) != tuple(value.shape):
-                raise ValueError(f"{self.cell}: cotangents[{key!r}]: expected the output's shape "
-                                 f"{tuple(value.shape)}, got {np.shape(cotangents[key])}")
+        self.check_cotangents(outputs, cotangents)
         return cotangents
 
     def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict):
@@ -187,18 +180,10 @@ class KerasFamily:
                 "state": {k: d.astype(dtype, copy=False) for k, d in state_grads.items()}}
 
     def _optimizer(self, optimizer: dict):
-        """The framework's optimizer for {"name", "learning_rate", and Adam's "beta_1", "beta_2",
-        "epsilon"}, by Keras's own argument names; a key left out keeps Keras's default. SGD is
-        Keras's default SGD: momentum 0, no Nesterov, no weight decay."""
-        name, keys = optimizer.get("name"), {"sgd": ("learning_rate",),
-                                             "adam": ("learning_rate", "beta_1", "beta_2", "epsilon")}
-        if name not in keys:
-            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(keys)}, got {name!r}")
-        unknown = sorted(set(optimizer) - {"name", *keys[name]})
-        if unknown:
-            raise ValueError(f"{self.cell}: optimizer {name!r} takes {list(keys[name])}, got also {unknown}")
-        cls = {"sgd": self.keras.optimizers.SGD, "adam": self.keras.optimizers.Adam}[name]
-        return cls(**{key: optimizer[key] for key in keys[name] if key in optimizer})
+        """The framework's optimizer, by Keras's own argument names (the suite's); a key left out keeps
+        Keras's default. SGD is Keras's default SGD: momentum 0, no Nesterov, no weight decay."""
+        name, arguments = self.optimizer_arguments(optimizer)
+        return {"sgd": self.keras.optimizers.SGD, "adam": self.keras.optimizers.Adam}[name](**arguments)
 
     def _optimizer_step(self, variables: dict, forward, xs, state, cotangents: dict, optimizer: dict) -> Native:
         """One step of the optimizer, fresh, with the gradients of ``_differentiate``, applied to the

@@ -114,23 +114,15 @@ class TorchMapping(Adapter):
             raise NotImplementedError(f"{self.cell}: no automatic differentiation of what this system runs")
 
     def _cotangents(self, outputs: dict, cotangents) -> tuple[list, list]:
-        """The outputs and their cotangents as two lists of tensors, in one order; the cotangents
-        refused unless shaped and typed as the outputs (autograd's own errors do not name them)."""
-        torch = self.torch
-        if not isinstance(cotangents, dict) or set(cotangents) != set(outputs):
-            got = sorted(cotangents) if isinstance(cotangents, dict) else type(cotangents).__name__
-            raise ValueError(f"{self.cell}: cotangents: expected a dict with the outputs' keys {sorted(outputs)}, "
-                             f"got {got}")
+        """The outputs and their cotangents as two lists of tensors, in one order, the cotangents in the
+        outputs' dtype (checked: autograd's own error would not name them)."""
+        self.check_cotangents(outputs, cotangents)
         tensors = []
         for key, output in outputs.items():
-            value = np.asarray(cotangents[key])
-            if value.shape != tuple(output.shape):
-                raise ValueError(f"{self.cell}: cotangents[{key!r}]: expected the output's shape "
-                                 f"{tuple(output.shape)}, got {value.shape}")
-            tensor = torch.from_numpy(np.ascontiguousarray(value))
+            tensor = self.torch.from_numpy(np.ascontiguousarray(cotangents[key]))
             if tensor.dtype != output.dtype:
                 raise TypeError(f"{self.cell}: cotangents[{key!r}]: expected the output's dtype "
-                                f"{str(output.dtype).removeprefix('torch.')}, got {value.dtype}")
+                                f"{str(output.dtype).removeprefix('torch.')}, got {tensor.dtype}")
             tensors.append(tensor)
         return list(outputs.values()), tensors
 
@@ -153,24 +145,14 @@ class TorchMapping(Adapter):
         (learning_rate: lr; beta_1, beta_2: betas; epsilon: eps), PyTorch's own defaults for those it
         leaves out."""
         torch = self.torch
-        name = optimizer.get("name") if isinstance(optimizer, dict) else None
-        accepted = {"sgd": {"learning_rate"}, "adam": {"learning_rate", "beta_1", "beta_2", "epsilon"}}
-        if name not in accepted:
-            raise ValueError(f"{self.cell}: optimizer: expected one of {sorted(self.optimizers)}, got {name!r}")
-        unknown = sorted(set(optimizer) - accepted[name] - {"name"})
-        if unknown:  # silently dropped, an argument would make another optimizer than the one asked for
-            raise ValueError(f"{self.cell}: {self.optimizers[name]}: unknown argument(s) {unknown}; "
-                             f"expected some of {sorted(accepted[name])}")
-        arguments = {"lr": float(optimizer["learning_rate"])} if "learning_rate" in optimizer else {}
+        name, arguments = self.optimizer_arguments(optimizer, {"learning_rate": "lr", "epsilon": "eps"})
         if name == "sgd":
             # Plain SGD, whatever PyTorch's defaults become: no momentum, no weight decay.
             return torch.optim.SGD, {**arguments, "momentum": 0.0, "dampening": 0.0, "weight_decay": 0.0,
                                      "nesterov": False}
-        if "beta_1" in optimizer or "beta_2" in optimizer:  # torch takes the pair: the other one's default
+        if "beta_1" in arguments or "beta_2" in arguments:  # torch takes the pair: the other one's default
             b1, b2 = inspect.signature(torch.optim.Adam).parameters["betas"].default
-            arguments["betas"] = (float(optimizer.get("beta_1", b1)), float(optimizer.get("beta_2", b2)))
-        if "epsilon" in optimizer:
-            arguments["eps"] = float(optimizer["epsilon"])
+            arguments["betas"] = (arguments.pop("beta_1", b1), arguments.pop("beta_2", b2))
         return torch.optim.Adam, {**arguments, "weight_decay": 0.0, "amsgrad": False}  # plain Adam, not AdamW
 
     def optimizer_step_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,

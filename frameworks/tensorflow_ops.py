@@ -60,8 +60,9 @@ class TensorflowConcatenated(LectureConcatenatedLayout):
         with tf.GradientTape() as tape:
             tape.watch(tf.nest.flatten(sources))
             outputs = self._forward(weights, inputs, start, g, H)
+        self.check_cotangents(outputs, cotangents)
         keys = sorted(outputs)
-        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype).reshape(tuple(outputs[key].shape)))
+        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype))
                  for key in keys]
         grads = tape.gradient([outputs[key] for key in keys], sources, output_gradients=seeds,
                               unconnected_gradients=tf.UnconnectedGradients.ZERO)

@@ -158,9 +158,10 @@ class TF1Cell(Adapter):
         with tf.GradientTape() as tape:
             tape.watch(tf.nest.flatten(sources))
             outputs = self._forward(cell, inputs, start, config, H, P, padding)
+        self.check_cotangents(outputs, cotangents)
         keys = sorted(outputs)
         targets = [outputs[key] for key in keys]
-        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype).reshape(tuple(outputs[key].shape)))
+        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype))
                  for key in keys]
         # ZERO: a source no output reaches gets zeros in its own shape (the contract's), not None.
         grads = tape.gradient(targets, sources, output_gradients=seeds,

@@ -9,6 +9,8 @@ compared. Systems without autodiff here (``Adapter.autodiff`` empty: the NumPy f
 runtimes and exported ONNX graphs) are not in these tests, by name, rather than skipped.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -147,3 +149,19 @@ def test_tf1_gradients_need_forget_bias_folded(adapter, record):
     prove_gradients_differ(record, adapter, "lstm (reference)", actual, expected, bounds,
                            f"{adapter.describe()} gradients with forget_bias={adapter.forget_bias} not folded, "
                            f"{case.describe(dtype)}", f"TF1 forget_bias={adapter.forget_bias} unfolded: gradients")
+
+
+@pytest.mark.applies_to(lambda cls: bool(cls.autodiff))
+def test_bad_cotangents_and_optimizer_arguments_are_refused(adapter):
+    """A cotangent of the wrong shape (one column short: a reshape would not notice a transposed one of
+    the right size either) is refused naming it, and an optimizer argument the suite's optimizers do not
+    take is refused before a run, naming the framework's optimizer."""
+    case, dtype = gradient_cases(adapter, "quick")[0], "float32"
+    cotangents, _, _ = reference_gradients(adapter, case, dtype)
+    args = (case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
+    key = sorted(cotangents)[0]
+    with pytest.raises(ValueError, match=re.escape(f"cotangents[{key!r}]: expected the output's shape")):
+        adapter.gradients(*args, {**cotangents, key: cotangents[key][..., :-1]}, case.padding)
+    if adapter.optimizers:
+        with pytest.raises(ValueError, match=r"unknown argument\(s\) \['momentum'\]"):
+            adapter.optimizer_step(*args, cotangents, {"name": "sgd", "learning_rate": 0.1, "momentum": 0.9})

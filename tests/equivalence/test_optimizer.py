@@ -14,12 +14,12 @@ import pytest
 from conftest import known_reason
 from harness.cases import gradient_cases
 from harness.compare import compare, compare_outputs
+from harness.detection import ORDERS_OF_MAGNITUDE
 from harness.gradients import flatten, names, reference_gradients
 from harness.tolerance import optimizer_step_bound
 from reference.optimizers import effective_epsilon, epsilon_for, step, stored
 from reference.stack import StackParams
 
-ORDERS_OF_MAGNITUDE = 100
 # Adam's epsilon as PyTorch and optax take it (after the bias correction); lr large enough that the
 # step is far above rounding.
 OPTIMIZERS = {"sgd": {"name": "sgd", "learning_rate": 0.1},

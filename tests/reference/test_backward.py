@@ -44,7 +44,7 @@ def loss(stack, xs, state, cotangents, padding, padded_output):
     return sum(np.sum(results[key] * cotangents[key]) for key in cotangents)
 
 
-def finite_differences(stack, xs, state, cotangents, padding, padded_output):  # noqa: PLR0913
+def finite_differences(stack, xs, state, cotangents, padding, padded_output):
     """Central differences, entry by entry; step h = eps^(1/3) (the balance of truncation, h^2, and
     rounding, eps / h, for float64)."""
     h = np.finfo(np.float64).eps ** (1 / 3)
@@ -128,7 +128,7 @@ def test_backward_pass_matches_directional_differences(family, g, variant, struc
                         for layer in stack.layers],
              "inputs": rng.standard_normal(xs.shape), "state": {k: rng.standard_normal(s.shape) for k, s in state.items()}}
 
-        def at(t):
+        def at(t, v=v):
             moved = StackParams([[p.replace(**{name: getattr(p, name) + t * v["params"][k][d][name] for name in PARAMETERS})
                                   for d, p in enumerate(layer)] for k, layer in enumerate(stack.layers)])
             return loss(moved, xs + t * v["inputs"], {k: s + t * v["state"][k] for k, s in state.items()}, cotangents,
