@@ -1,5 +1,7 @@
 """One adapter per framework and system, found by name; importing this package imports no framework.
 
+``convert`` (``frameworks.convert``) turns one system's weights into another's with NumPy alone.
+
 The adapter modules import only NumPy; each class that sets ``name`` registers
 itself (``frameworks.base.REGISTRY``), so the classes are the registry.
 """
@@ -36,8 +38,12 @@ def load(name: str) -> Adapter:
     if any(os.environ.get(key) != value for key, value in cls.process_env.items()):
         from frameworks.child import InChildProcess
 
-        return type(f"{cls.__name__}InChildProcess", (InChildProcess, cls), {})()
-    return cls()
+        cls = type(f"{cls.__name__}InChildProcess", (InChildProcess, cls), {})
+    adapter = cls()
+    adapter.start()
+    return adapter
 
 
-__all__ = ["ADAPTERS", "Adapter", "adapter_class", "load"]
+from frameworks.convert import ConversionRefused, convert, mapping  # noqa: E402  (NumPy only)
+
+__all__ = ["ADAPTERS", "Adapter", "ConversionRefused", "adapter_class", "convert", "load", "mapping"]

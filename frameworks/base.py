@@ -1,11 +1,10 @@
-"""The one interface every framework adapter implements.
+"""The one interface every framework adapter implements: a system's mapping, run by its framework.
 
 An adapter is one *system*: a framework's cell (unrolled over the sequence
 here) or its sequence layer, for one member of the family (a vanilla RNN, an
-LSTM, a GRU of one variant). It owns that framework's weight mapping,
-canonical parameters (``reference.params.CellParams``, stacked in a
-``reference.stack.StackParams``) to the framework's own named weights and
-back, and a run of the framework's own code on those weights:
+LSTM, a GRU of one variant). Its weight mapping, canonical parameters to the
+framework's own named weights and back, is ``frameworks.mapping.Mapping``
+(NumPy only); the adapter adds a run of the framework's own code on those weights:
 
     run(params, xs, state=None, config=CELL) -> outputs
 
@@ -13,13 +12,15 @@ back, and a run of the framework's own code on those weights:
 {"h": (L*D, batch, H)} (and "c" for an LSTM) or None; the outputs come back
 in the system's own shapes and names, and ``arrange`` puts the reference's
 canonical results into those same shapes, so each output is compared as the
-framework returns it. What the system is (family, GRU variant, how it stores
-biases, which activations, dtypes and configurations it supports) is
-declared as class attributes, and the tests read them.
+framework returns it. What the system is tested on (activations, dtypes,
+configurations, options, mutations) is declared as class attributes, and the
+tests read them; its known upstream bugs are rows of ``harness.known_issues``.
 
-Frameworks are imported in ``__init__``, never at module level, so that
-importing ``frameworks`` is free and a missing framework breaks only its own
-adapters. Every class that sets ``name`` registers itself (``REGISTRY``):
+Frameworks are imported in ``start`` (``frameworks.load`` calls it), never at module
+level nor on instantiation, so that importing ``frameworks`` and using a system's mapping
+is free, and a missing framework breaks only its own adapters. The methods that touch the
+framework are the ``Runner`` protocol below, which is also what a child process serves
+(``frameworks.child``). Every class that sets ``name`` registers itself (``REGISTRY``):
 there is no second list of names.
 """
 
@@ -27,64 +28,52 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from dataclasses import dataclass, replace
-from typing import Callable
+from dataclasses import replace
+from typing import Callable, Protocol
 
 import numpy as np
 
+from frameworks.mapping import (  # noqa: F401  (re-exported: the adapters' modules import them from here)
+    Mapping, Native, NativeSpec, check_native, gates_text, reorder_gates, without_held_zero_biases,
+)
 from reference.cells import state_keys
+from reference.config import CELL, NO_BIAS, LayerConfig  # noqa: F401  (re-exported)
 from reference.padding import Padding
-from reference.params import FLOAT_DTYPES, GATED, GATES, CellParams, activation_names
+from reference.params import GATED, GATES, activation_names
 from reference.stack import StackParams
-
-Native = dict[str, np.ndarray]
-# name -> (shape, the shape spelled in the framework's own symbols)
-NativeSpec = dict[str, tuple[tuple[int, ...], str]]
 
 REGISTRY: dict[str, type] = {}
 # The hyperparameters of each optimizer the suite steps with (``Adapter.optimizer_step``), by its names.
 OPTIMIZER_ARGUMENTS = {"sgd": ("learning_rate",), "adam": ("learning_rate", "beta_1", "beta_2", "epsilon")}
 
 
-@dataclass(frozen=True)
-class LayerConfig:
-    """One configuration of a system: the structure, and the system's own options.
+class Runner(Protocol):
+    """What running a system needs of its framework: the methods that import or call it. A system
+    whose framework must run in another process (a Keras backend other than this process's) has
+    exactly these forwarded there (``frameworks.child.InChildProcess`` is made from this list);
+    everything else, the mapping and the checks, stays in the calling process."""
 
-    A cell adapter runs the default, ``CELL``: one layer, one direction.
-    """
+    def start(self) -> None: ...  # import the framework (ImportError, naming the system, if it cannot)
 
-    num_layers: int = 1
-    bidirectional: bool = False
-    bias: bool = True
-    initial_state: bool = True
-    options: tuple[tuple[str, object], ...] = ()  # the system's own, e.g. (("batch_first", True),)
+    def describe(self) -> str: ...  # the framework's class, with its settings
 
-    def option(self, key, default=None):
-        return dict(self.options).get(key, default)
+    def versions(self) -> dict[str, str]: ...  # the installed distributions that identify what ran
 
-    @property
-    def num_directions(self) -> int:
-        return 2 if self.bidirectional else 1
+    def own_weight_shapes(self, input_size: int, hidden_size: int) -> dict | None: ...
 
-    def __str__(self) -> str:
-        parts = [f"L{self.num_layers}", "bi" if self.bidirectional else "uni"]
-        if not self.bias:
-            parts.append("nobias")
-        parts.append("h0" if self.initial_state else "noh0")
-        parts += [k if v is True else f"{k}={v}" for k, v in self.options if v is not False]
-        return "-".join(parts)
+    def run_native(self, native, xs, state, config, g, **padding) -> dict: ...
+
+    def run_native_chunks(self, native, chunks, state, config, g) -> list: ...  # the framework's own carry
+
+    def gradients_native(self, native, xs, state, config, g, cotangents, **padding) -> dict: ...
+
+    def optimizer_step_native(self, native, xs, state, config, g, cotangents, optimizer, **padding) -> dict: ...
 
 
-CELL = LayerConfig()
-NO_BIAS = LayerConfig(bias=False)
+RUNNER_METHODS = tuple(name for name in Runner.__dict__ if not name.startswith("_"))
 
 
-class Adapter:
-    name: str  # the selection key, e.g. "torch-lstm"
-    cell: str  # the framework's own class, e.g. "torch.nn.LSTMCell"
-    family: str  # "rnn", "lstm" or "gru"
-    variant: str = ""  # the GRU variant the system computes: "reset_after" or "reset_before"
-    layer: bool = False  # True: the framework's sequence layer; False: its cell, unrolled here
+class Adapter(Mapping):
     distributions: tuple[str, ...] = ()  # pip distributions whose versions identify what was run
     requires: tuple[str, ...] = ()  # top-level modules the adapter imports
     # Environment the framework must be imported under (Keras's backend); where this
@@ -98,22 +87,10 @@ class Adapter:
     # option weights apply). An option outside every set is refused by name (check_params).
     options: tuple[str, ...] = ("",)
     mutation_options: str = ""
-    supported_options: frozenset[str] = frozenset()  # every name in ``options``, set on registration
-    # option -> why the system refuses it although the framework has something of that name (ONNX
-    # Runtime's LSTM clip computes another function than the spec's): said in the refusal.
-    refused_options: dict[str, str] = {}
     dtypes: tuple[str, ...] = ("float32", "float64")
     configs: tuple[LayerConfig, ...] = (CELL,)
     mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
     layout_config: LayerConfig = CELL  # the configuration ``own_weight_shapes`` builds
-    # Gates whose hidden-side bias b_h the framework keeps apart from b_x. The others are
-    # stored as the one sum b_x + b_h (one rounding), and come back as b_x, with b_h = 0.
-    kept_hidden_biases: tuple[str, ...] = ()
-    forget_bias: float = 0.0  # a constant the cell adds to its f gate, folded out by the mapping (TF1)
-    zero_b_hn: bool = False  # the cell has no slot for b_hn (Flax nnx GRUCell): test with b_hn = 0
-    state_names: dict[str, str] = {"h": "h0", "c": "c0"}  # the framework's names of the initial states
-    projection_name: str = "proj_size"  # the framework's name of a projection's size P
-    hidden_axis: int = -1  # the axis of ``recurrent_kernel``'s weight that is the hidden size
     # (activation, dtype) -> reason: combinations where the framework is known not to
     # compute what it is asked for, with the upstream report. The tests run them as
     # strict expected failures, so a fix upstream turns them red here.
@@ -184,70 +161,15 @@ class Adapter:
                 cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
             REGISTRY[cls.name] = cls
 
+    def start(self) -> None:
+        """Import the framework (each adapter's own ``start`` calls ``import_framework``); until then
+        the adapter is its mapping alone, and instantiating it imports nothing."""
+
     def describe(self) -> str:
         return self.cell
 
     def versions(self) -> dict[str, str]:
         return {dist: distribution_version(dist) for dist in self.distributions}
-
-    # --- the mapping, one cell at a time --------------------------------------
-    # A layer names each cell's weights with a tag (PyTorch's "_l1_reverse" suffix, Keras's
-    # "layer1.backward." prefix); a cell adapter's only tag is "".
-    def tag(self, layer: int, direction: int) -> str:
-        return ""
-
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        raise NotImplementedError
-
-    def cell_to_native(self, params: CellParams, tag: str) -> Native:
-        raise NotImplementedError
-
-    def cell_from_native(self, native: Native, tag: str) -> CellParams:
-        raise NotImplementedError
-
-    def recurrent_kernel(self, config: LayerConfig) -> str:
-        """A native weight whose ``hidden_axis`` is the hidden size: the check reads H from it."""
-        raise NotImplementedError
-
-    def read_hidden_size(self, native: Native, config: LayerConfig) -> tuple[int, str]:
-        """The hidden size read from the weights, and where it was read (for the messages)."""
-        name = self.recurrent_kernel(config)
-        return int(np.shape(native[name])[self.hidden_axis]), f"{name}'s shape"
-
-    def params(self, W_x, W_h, b_x, b_h) -> CellParams:
-        """Canonical parameters of this system's family member (for ``cell_from_native``)."""
-        return CellParams(self.family, W_x, W_h, b_x, b_h, variant=self.variant)
-
-    # --- the mapping of a whole system (per cell; ONNX stacks directions instead) ---
-    def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int, options: tuple[str, ...] = (),
-                    output_size: int | None = None) -> NativeSpec:
-        """Every native weight's shape. ``options`` (reference.params.OPTIONS) and ``output_size`` (P,
-        with a projection) reach ``cell_spec`` only when there are options, so an adapter without
-        options keeps the four-argument ``cell_spec``."""
-        D, spec = config.num_directions, {}
-        extra = {"options": tuple(options), "output_size": output_size or hidden_size} if options else {}
-        for k in range(config.num_layers):
-            for d in range(D):
-                layer_input = input_size if k == 0 else D * (output_size or hidden_size)
-                spec.update(self.cell_spec(layer_input, hidden_size, config.bias, self.tag(k, d), **extra))
-        return spec
-
-    def read_options(self, native: Native, config: LayerConfig) -> tuple[tuple[str, ...], int | None]:
-        """The options a set of native weights holds (reference.params.OPTIONS) and, with a
-        projection, its size P (else None): read from the weights' names and shapes, so that the
-        checks expect what they hold. A system without options holds none."""
-        return (), None
-
-    def to_native(self, params, config: LayerConfig = CELL) -> Native:
-        native = {}
-        for k, d, cell in StackParams.of(params).cells():
-            native.update(self.cell_to_native(cell, self.tag(k, d)))
-        return native
-
-    def from_native(self, native: Native, config: LayerConfig = CELL) -> StackParams:
-        stack = StackParams([[self.cell_from_native(native, self.tag(k, d)) for d in range(config.num_directions)]
-                             for k in range(config.num_layers)])
-        return stack if config.bias else without_held_zero_biases(self.cell, stack, config)
 
     def own_weight_shapes(self, input_size: int, hidden_size: int) -> dict[str, tuple[int, ...]] | None:
         """Names and shapes of the weights the framework itself creates for ``layout_config``,
@@ -354,41 +276,6 @@ class Adapter:
         return {"params": self.gradients_from_native(result["weights"], config), "inputs": result["inputs"],
                 "state": result["state"]}
 
-    def gradients_from_native(self, native_gradients: Native, config: LayerConfig) -> StackParams:
-        """The canonical gradients, from the gradients of the native weights, by the adapter's own way
-        back (``cell_from_native``), written once for every system:
-
-        - a mapping is affine, native = A(canonical) + constant (TF1 folds ``forget_bias`` into its
-          bias): the gradient goes back through A's adjoint alone, so the constant, which the way back
-          undoes on weights, is left out here (the way back of zero weights is subtracted);
-        - A permutes, transposes and splits (gate order, kernel layout, a concatenated kernel), so its
-          adjoint is its inverse, except where it sums: a framework that stores one bias b = b_x + b_h
-          gives dL/db, and dL/db_x = dL/db_h = dL/db, so each canonical bias receives the whole of it
-          (the way back of weights puts b in b_x and 0 in b_h). A converter that halves it between the
-          two is wrong (test_gradients.py's mutations).
-        A bias-free configuration's held zero biases (TF1, Flax) have gradients, which no canonical
-        parameter receives."""
-        zeros = {name: np.zeros_like(value) for name, value in native_gradients.items()}
-        cells = []
-        for k in range(config.num_layers):
-            layer = []
-            for d in range(config.num_directions):
-                tag = self.tag(k, d)
-                grads, offset = self.cell_from_native(native_gradients, tag), self.cell_from_native(zeros, tag)
-                grads = grads.replace(**{name: getattr(grads, name) - getattr(offset, name)
-                                         for name in ("W_x", "W_h", "b_x", "b_h") if getattr(grads, name) is not None})
-                if grads.has_bias:
-                    b_h, H = grads.b_h.copy(), grads.hidden_size
-                    for j, gate in enumerate(GATES[self.family]):
-                        if gate == "n" and self.zero_b_hn:  # no slot for b_hn: no gradient of it either
-                            b_h[j * H:(j + 1) * H] = 0.0
-                        elif gate not in self.kept_hidden_biases:
-                            b_h[j * H:(j + 1) * H] = grads.b_x[j * H:(j + 1) * H]
-                    grads = grads.replace(b_h=b_h)
-                layer.append(grads if config.bias else grads.without_bias())
-            cells.append(layer)
-        return StackParams(cells)
-
     def optimizer_step(self, params, xs, state, config: LayerConfig, cotangents: dict, optimizer: dict,
                        padding: Padding | None = None) -> StackParams:
         """One step of the framework's optimizer from ``params``: the new weights, mapped back by
@@ -436,26 +323,6 @@ class Adapter:
         return outputs
 
     # --- the checks, written once ------------------------------------------------
-    def check_params(self, stack: StackParams, config: LayerConfig) -> None:
-        """Parameters of the family member this system computes, in the structure of ``config``."""
-        if stack.family != self.family or stack.variant != self.variant:
-            computes = self.family + (f" ({self.variant})" if self.variant else "")
-            got = stack.family + (f" ({stack.variant})" if stack.variant else "")
-            raise ValueError(f"{self.cell} computes a {computes} cell; got parameters of a {got} cell")
-        unsupported = [name for name in stack.options if name not in self.supported_options]
-        if unsupported:
-            name = unsupported[0]
-            if name in self.refused_options:
-                raise ValueError(f"{self.cell}: option {name!r} refused: {self.refused_options[name]}")
-            own = f"; it has {sorted(self.supported_options)}" if self.supported_options else ""
-            raise ValueError(f"{self.cell} has no option {name!r} (reference.params.OPTIONS){own}: "
-                             f"it would be dropped, not computed")
-        structure = (stack.num_layers, stack.num_directions, stack.has_bias)
-        expected = (config.num_layers, config.num_directions, config.bias)
-        if structure != expected:
-            raise ValueError(f"{self.cell}: configuration {config} expects (layers, directions, bias) = {expected}, "
-                             f"got parameters with {structure}")
-
     def check_call(self, native: Native, xs, state, config: LayerConfig, g: str) -> tuple[np.dtype, int]:
         """Validate a run's arguments; return their common dtype and the hidden size.
 
@@ -518,41 +385,6 @@ def states_with_last_c(result: dict, family: str) -> dict[str, np.ndarray]:
     return arranged
 
 
-def without_held_zero_biases(cell: str, stack: StackParams, config: LayerConfig) -> StackParams:
-    """A framework that cannot drop its bias (TF1, Flax) holds zeros for a bias-free cell: on the way
-    back they are no bias again, and a non-zero one is an error rather than silently dropped."""
-    for k, d, params in stack.cells():
-        if params.has_bias and (np.any(params.b_x != 0) or np.any(params.b_h != 0)):
-            raise ValueError(f"{cell}: configuration {config} has no bias, but the native biases of layer {k} "
-                             f"direction {d} are non-zero; dropping them would change the cell")
-    return stack.map(lambda params: params.without_bias() if params.has_bias else params)
-
-
-def check_native(cell: str, native: Native, spec: NativeSpec, dtype=None, sizes: str = "") -> None:
-    """Raise, in the framework's own parameter names, unless ``native`` matches ``spec``."""
-    if not isinstance(native, dict):
-        raise TypeError(f"{cell}: expected a dict of weights {sorted(spec)}, got {type(native).__name__}")
-    missing, unexpected = sorted(set(spec) - set(native)), sorted(set(native) - set(spec))
-    if missing or unexpected:
-        raise ValueError(
-            f"{cell}: expected weights {sorted(spec)}, got {sorted(native)}"
-            f" (missing {missing}, unexpected {unexpected})"
-        )
-    for name, (shape, shape_text) in spec.items():
-        value = np.asarray(native[name])
-        if value.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{cell}: {name}: expected a float32 or float64 array, got dtype {value.dtype}")
-        if dtype is not None and value.dtype != dtype:
-            raise TypeError(f"{cell}: {name}: expected dtype {dtype} (the inputs'), got {value.dtype}")
-        if value.shape != shape:
-            raise ValueError(
-                f"{cell}: {name}: expected shape {shape_text} = {shape}, got {value.shape}"
-                + (f" ({sizes})" if sizes else "")
-            )
-        if not np.all(np.isfinite(value)):
-            raise ValueError(f"{cell}: {name}: expected finite values, got non-finite entries")
-
-
 def import_framework(module: str, adapter_name: str):
     """Import a framework module, or raise an ImportError that names the adapter."""
     try:
@@ -577,23 +409,6 @@ def gate_and_candidate(family: str, spec: str, cell: str, argument: str) -> tupl
         raise ValueError(f"{cell}: activation {spec!r}: {argument} is both the candidate's (g) and the output's (h), "
                          f"so h must equal g")
     return f, g
-
-
-def gates_text(family: str, symbol: str) -> str:
-    """"4*hidden_size" for an LSTM, "hidden_size" for the vanilla cell: sizes in a framework's own symbols."""
-    G = len(GATES[family])
-    return symbol if G == 1 else f"{G}*{symbol}"
-
-
-def reorder_gates(array: np.ndarray, order, axis: int = 0) -> np.ndarray:
-    """The gate blocks stacked along ``axis``, taken in ``order`` (indices of the blocks).
-
-    With canonical blocks (LSTM i f g o, GRU r z n) and ``order`` the canonical
-    index of each of a framework's gates, this is the framework's stacking;
-    ``np.argsort(order)`` goes back.
-    """
-    blocks = np.split(array, len(order), axis=axis)
-    return np.concatenate([blocks[k] for k in order], axis=axis)
 
 
 # Mutation helpers: the ways a weight mapping goes wrong in practice.

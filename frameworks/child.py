@@ -4,8 +4,8 @@ Keras 3 reads ``KERAS_BACKEND`` once, when it is first imported, so one process
 can hold one backend. An adapter that declares ``process_env`` (for instance
 ``{"KERAS_BACKEND": "jax"}``) and finds this process set differently runs its
 framework in a child process started with that environment: the weight
-mapping stays here, and only ``run_native`` and the other calls that touch the
-framework cross over, as pickled NumPy arrays. Errors come back as the same
+mapping stays here, and only the calls that touch the framework (``frameworks.base.Runner``)
+cross over, as pickled NumPy arrays. Errors come back as the same
 exception type with the same message, so tests cannot tell the difference.
 
 One child serves every adapter that needs the same environment: starting
@@ -25,6 +25,8 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
+
+from frameworks.base import RUNNER_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 # Exceptions re-raised as themselves in the parent; anything else becomes RuntimeError.
@@ -69,7 +71,7 @@ class ChildProcess:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ)
 
     def call(self, adapter_name: str, method: str, *args, **kwargs):
-        """``method`` of the child's adapter ``adapter_name``; method "__init__" constructs it."""
+        """``method`` of the child's adapter ``adapter_name``; method "start" constructs and starts it."""
         try:
             _send(self.process.stdin, (adapter_name, method, args, kwargs))
             reply = _receive(self.process.stdout)
@@ -102,33 +104,26 @@ class ChildProcess:
 atexit.register(ChildProcess.close_all)
 
 
+def _forwarded(method: str):
+    def forward(self, *args, **kwargs):
+        return self._child.call(self.name, method, *args, **kwargs)
+
+    forward.__name__ = method
+    return forward
+
+
 class InChildProcess:
-    """Mixed in ahead of an adapter class: framework calls go to the child, mappings stay here."""
+    """Mixed in ahead of an adapter class: the ``Runner`` methods (``frameworks.base``, the calls that
+    touch the framework) go to the child; the mapping and the checks stay here."""
 
-    def __init__(self):
+    def start(self):
         self._child = ChildProcess.for_env(self.process_env)
-        self._child.call(self.name, "__init__")  # ImportError here if the framework is missing
+        self._child.call(self.name, "start")  # ImportError here if the framework is missing
 
-    def run_native(self, *args, **kwargs):
-        return self._child.call(self.name, "run_native", *args, **kwargs)
 
-    def run_native_chunks(self, *args, **kwargs):  # a framework's own carry across calls (Keras stateful)
-        return self._child.call(self.name, "run_native_chunks", *args, **kwargs)
-
-    def gradients_native(self, *args, **kwargs):
-        return self._child.call(self.name, "gradients_native", *args, **kwargs)
-
-    def optimizer_step_native(self, *args, **kwargs):
-        return self._child.call(self.name, "optimizer_step_native", *args, **kwargs)
-
-    def own_weight_shapes(self, *args, **kwargs):
-        return self._child.call(self.name, "own_weight_shapes", *args, **kwargs)
-
-    def describe(self) -> str:
-        return self._child.call(self.name, "describe")
-
-    def versions(self) -> dict[str, str]:
-        return self._child.call(self.name, "versions")
+for _method in RUNNER_METHODS:
+    if _method != "start":
+        setattr(InChildProcess, _method, _forwarded(_method))
 
 
 def main() -> None:
@@ -142,8 +137,9 @@ def main() -> None:
     while (request := _receive(channel_in)) is not None:
         name, method, args, kwargs = request
         try:
-            if method == "__init__":
+            if method == "start":
                 adapters[name] = adapter_class(name)()
+                adapters[name].start()
                 result = None
             else:
                 result = getattr(adapters[name], method)(*args, **kwargs)

@@ -59,7 +59,7 @@ class FlaxBase(Adapter):
     requires = ("flax", "jax")
     state_names = {"h": "carry"}
 
-    def __init__(self):
+    def start(self):
         jax = import_framework("jax", self.name)
         jax.config.update("jax_enable_x64", True)  # before any array exists
         self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)

@@ -77,7 +77,7 @@ class KerasFamily:
     module = "keras"
     backend: str | None = None  # Keras 3 only
 
-    def __init__(self):
+    def start(self):
         self._import_keras()
 
     def describe(self) -> str:

@@ -121,7 +121,7 @@ class OnnxOperator(Adapter):
     chunked_configs = (LayerConfig(1, False, initial_state=False, options=(("direction", "forward"),)),)
     lengths_name = "sequence_lens"
 
-    def __init__(self):
+    def start(self):
         self.onnx = import_framework("onnx", self.name)
         self.helper = import_framework("onnx.helper", self.name)
 
@@ -290,8 +290,8 @@ class OnnxRuntimeEvaluation:
     requires = ("onnx", "onnxruntime")
     dtypes = ("float32",)  # ONNX Runtime's CPU RNN, LSTM and GRU kernels are registered for float only
 
-    def __init__(self):
-        super().__init__()
+    def start(self):
+        super().start()
         self.ort = import_framework("onnxruntime", self.name)
 
     def evaluate(self, model, feeds, outputs):
@@ -322,8 +322,8 @@ class OnnxReferenceEvaluation:
     ignores_input_forget = ignored.format(what="input_forget", ops="op_lstm.py", line="input_forget=None,",
                                           instead="an uncoupled forget gate")
 
-    def __init__(self):
-        super().__init__()
+    def start(self):
+        super().start()
         self.reference = import_framework("onnx.reference", self.name)
 
     def evaluate(self, model, feeds, outputs):

@@ -55,7 +55,7 @@ class TorchMapping(Adapter):
     autodiff = "torch.autograd"
     optimizers = {"sgd": "torch.optim.SGD", "adam": "torch.optim.Adam"}
 
-    def __init__(self):
+    def start(self):
         self.torch = import_framework("torch", self.name)
 
     def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str, options=(),

@@ -21,7 +21,7 @@ class TensorflowConcatenated(LectureConcatenatedLayout):
 
     autodiff = "tf.GradientTape"
 
-    def __init__(self):
+    def start(self):
         self.tf = import_framework("tensorflow", self.name)
 
     def _prepare(self, native: Native, xs, state, config, g: str):

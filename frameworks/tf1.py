@@ -73,7 +73,7 @@ class TF1Cell(Adapter):
     state_names = {"h": "state"}  # the cell's state tensor; an LSTM's is the tuple (c, h)
     autodiff = "tf.GradientTape"
 
-    def __init__(self):
+    def start(self):
         self.tf = import_framework("tensorflow", self.name)
         self.legacy_cells = import_framework("tf_keras.src.layers.rnn.legacy_cells", self.name)
 

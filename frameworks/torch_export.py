@@ -60,8 +60,8 @@ class Exported(TorchLayer):
     autodiff, optimizers = "", {}
     chunked_configs: tuple[LayerConfig, ...] = ()
 
-    def __init__(self):
-        super().__init__()
+    def start(self):
+        super().start()
         self._models = {}  # key -> the serialized ONNX model
         self.last_model = None  # the ONNX model of the last run (a ModelProto)
         self.onnx = import_framework("onnx", self.name)

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from frameworks import adapter_class
-from frameworks.base import CELL
+from reference.config import CELL
 
 ENV_VAR = "RNN_EQ_BREAK"
 

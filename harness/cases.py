@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from frameworks.base import CELL, LayerConfig
+from reference.config import CELL, LayerConfig
 from harness.depth import design
 from harness.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from reference.cells import state_keys

@@ -6,7 +6,7 @@ lifts it, the test fails and the adapter's configurations should grow.
 
 import pytest
 
-from frameworks.base import LayerConfig
+from reference.config import LayerConfig
 from harness.cases import Case
 from reference.padding import Padding
 

@@ -11,7 +11,7 @@ and masks the suite's ``Padding`` cannot describe (holes, an all-masked row), wh
 import numpy as np
 import pytest
 
-from frameworks.base import LayerConfig
+from reference.config import LayerConfig
 from harness.cases import case_of
 from harness.compare import compare_outputs
 from harness.tolerance import pair_bound, reference_and_bound

@@ -15,7 +15,7 @@ PyTorch exporters make of a packed sequence.
 import numpy as np
 import pytest
 
-from frameworks.base import LayerConfig
+from reference.config import LayerConfig
 from harness.cases import LENGTHS, PADDED_STEPS, case_of, padded_cases
 from harness.compare import assert_within_bound, compare_outputs
 from harness.tolerance import pair_bound, reference_and_bound

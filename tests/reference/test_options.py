@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frameworks.base import LayerConfig
+from reference.config import LayerConfig
 from harness.cases import Case
 from harness.compare import assert_bitwise_equal, assert_within_bound, compare, compare_outputs
 from harness.tolerance import activation_error, pair_bound, reference_and_bound
