@@ -18,12 +18,14 @@ import pytest
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from frameworks import adapter_class, load  # noqa: E402  (imports no framework)
+from frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
 from harness.cases import (cases_for, chunked_cases, gradient_cases, mutation_cases, optimizer_cases,  # noqa: E402
                            option_cases, padded_cases, pair_cases)
+from harness.compare import BoundExceeded, KnownIssueObserved  # noqa: E402
 from harness.depth import DEPTHS  # noqa: E402
+from harness.known_issues import KNOWN_ISSUES, known_issue, rows_of, scopes_of, shows_as  # noqa: E402
 from harness.summary import Summary  # noqa: E402
 
 pytest_plugins = ["harness.records"]  # a failing test is a record; the ``record`` fixture
@@ -39,8 +41,9 @@ DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases,
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--frameworks", default=None, metavar="NAMES",
-        help=f"comma-separated frameworks to test (default: ${selection_mod.ENV_VAR}, else all). "
+        "--systems", "--frameworks", dest="systems", default=None, metavar="NAMES",
+        help=f"comma-separated systems to test (default: ${selection_mod.ENV_VAR} or ${selection_mod.OLD_ENV_VAR}, "
+             "else all); --frameworks is the older spelling. "
              "A framework named here that fails to import is an error, not a skip.",
     )
     parser.addoption(
@@ -60,7 +63,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     try:
-        selection = selection_mod.select(config.getoption("--frameworks"), os.environ)
+        selection = selection_mod.select(config.getoption("systems"), os.environ)
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[SELECTION] = selection
@@ -88,9 +91,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        "known_issues(scope='reference'): run the adapters' known upstream bugs (Adapter.known_issues) "
+        "known_issues(scope='reference'): run the systems' known upstream bugs (harness.known_issues) "
         "in this scope as strict xfails",
     )
+    config.addinivalue_line(
+        "markers", "known_issue(row): the row of harness.known_issues a strict xfail stands for (set by the parametrisation)")
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
         _share_exports(config)
@@ -181,37 +186,44 @@ def pytest_generate_tests(metafunc):
         marker = metafunc.definition.get_closest_marker("known_issues")
         scope = marker.args[0] if marker and marker.args else "reference"
         chosen = metafunc.definition.get_closest_marker("design")
-        make_cases = DESIGNS[chosen.args[0] if chosen else "whole"]
+        design = chosen.args[0] if chosen else "whole"
+        make_cases = DESIGNS[design]
         combos = []
         for cls in applicable(metafunc, names):
-            known = dict(cls.known_issues) if marker and scope in cls.known_issue_scopes else {}
-            if marker and make_cases is padded_cases:
-                known.update(cls.padded_known_issues)
-            if marker and make_cases is gradient_cases:
-                known = {**cls.gradient_known_issues, **known}  # a forward bug, where both apply, is the cause
-            options_known = cls.option_known_issues if known else {}
+            # The table's rows this test can meet (harness.known_issues), for whole runs and padded batches.
+            rows = {padded: rows_of(cls.name, scopes_of(scope, design, padded)) if marker else []
+                    for padded in (False, True)}
             # A case carries its activation; without cases, ``g`` runs over the system's activations.
             cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
             # What an upstream bug breaks is shown on the quick design (every level once), short of
             # full depth: a strict expected failure needs only to keep failing.
             # The options design is small: its known issues show on every case of it.
             short = depth != "full" and make_cases is not option_cases
+            known = rows[False] or rows[True]
             broken = make_cases(cls, "quick", seed) if known and "case" in argnames and short else cases
-            for case in dict.fromkeys(cases + broken):
-                here = known  # a padded case of another design meets the padded batches' bugs too (gradients)
-                if marker and make_cases is not padded_cases and case is not None and case.padding is not None:
-                    here = {**known, **cls.padded_known_issues}
 
-                def runs(dtype, case=case, here=here):
-                    return case is None or case in (broken if known_reason(here, case, dtype, None, options_known)
-                                                    else cases)
+            def row_of(case, dtype, g=None):
+                here = rows[case is not None and case.padding is not None]
+                return known_issue(here, cls.family, case.activation if case else g, dtype, case)
+
+            if broken is not cases:  # a row the quick design never meets runs on the first case that meets it
+                met = {row_of(case, dtype) for case in broken for dtype in cls.dtypes}
+                for row in {*rows[False], *rows[True]} - met:
+                    first = next((case for case in cases if any(row_of(case, d) == row for d in cls.dtypes)), None)
+                    broken = broken + [first] if first is not None else broken
+
+            for case in dict.fromkeys(cases + broken):
+                def runs(dtype, case=case):
+                    return case is None or case in (broken if row_of(case, dtype) else cases)
 
                 axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
                         "g": [case.activation] if case else cls.activations,
                         "mutation_case": mutation_cases(cls, depth) if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
-                combos += [_with_known_issue(cls, here, dict(zip(argnames, c)), c, case, options_known)
-                           for c in itertools.product(*(axes[a] for a in argnames))]
+                for values in itertools.product(*(axes[a] for a in argnames)):
+                    named = dict(zip(argnames, values))
+                    row = row_of(case, named.get("dtype"), named.get("g")) if "dtype" in named else None
+                    combos.append(_with_known_issue(cls, values, row))
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:
         combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}",
@@ -222,8 +234,13 @@ def pytest_generate_tests(metafunc):
 
 
 def applicable(metafunc, names):
-    """The selected adapter classes the test's ``applies_to`` predicate admits."""
+    """The selected adapter classes the test's ``applies_to`` predicate admits. A predicate that admits
+    no system at all, selected or not (a renamed system, a removed attribute), is an error: the test
+    would otherwise vanish from every run."""
     only = metafunc.definition.get_closest_marker("applies_to")
+    if only is not None and not any(only.args[0](cls) for cls in ADAPTERS.values()):
+        raise ValueError(f"{metafunc.definition.nodeid}: its applies_to predicate admits none of the "
+                         f"{len(ADAPTERS)} systems")
     classes = [adapter_class(name) for name in names]
     return [cls for cls in classes if only is None or only.args[0](cls)]
 
@@ -251,7 +268,7 @@ def paired_cases(classes, depth, seed):
 
     def computes(cls, case):
         return (case.activation in cls.activations and case.options in cls.options
-                and not known_reason(cls.known_issues, case, "float32", None, cls.option_known_issues))
+                and not known_issue(rows_of(cls.name, ("reference",)), cls.family, case.activation, "float32", case))
 
     for anchor, name in anchored_pairs(classes):
         other = by_name[name]
@@ -268,24 +285,44 @@ def paired_cases(classes, depth, seed):
     return out
 
 
-def known_reason(known, case, dtype, g=None, options_known=None):
-    """The upstream bug an (activation, dtype), or (activation, dtype, options set), meets, or None. A bug
-    in an option (``options_known``: ``Adapter.option_known_issues``) shows only where that option
-    changes the results: elsewhere (one step from a zero state, a threshold not reached) the buggy
-    system computes the right thing, and the case runs as any other."""
-    g = case.activation if case is not None else g
-    reason = known.get((g, dtype, case.options)) if case is not None else None
-    if reason and options_known and not case.changed_by(set(options_known) & set(case.option_names), dtype):
-        reason = None
-    return reason or known.get((g, dtype))
-
-
-def _with_known_issue(cls, known, named, values, case, options_known):
-    """A parameter set, marked as a strict expected failure where the adapter knows an upstream bug."""
+def _with_known_issue(cls, values, row):
+    """A parameter set, marked as a strict expected failure where a row of the known issues meets it:
+    satisfied only by an exceeded bound, or by the error the row says the bug raises."""
     test_id = "-".join(str(v) for v in values if v is not None).replace(" ", "_")
-    reason = known_reason(known, case, named.get("dtype"), named.get("g"), options_known)
-    marks = [pytest.mark.xfail(strict=True, raises=cls.known_issue_raises, reason=reason)] if reason else []
+    marks = []
+    if row is not None:
+        raises = (BoundExceeded, KnownIssueObserved) if row.shows_as else BoundExceeded
+        marks = [pytest.mark.xfail(strict=True, raises=raises, reason=row.reason), pytest.mark.known_issue(row)]
+        _MATCHED_ROWS.add(KNOWN_ISSUES.index(row))
     return pytest.param(*values, id=test_id, marks=marks + _child_group(cls))
+
+
+# Indices of the rows of KNOWN_ISSUES some generated test met, in this process: written where
+# $RNN_EQ_KNOWN_ISSUES_MET names a file, for tests/harness/test_known_issues.py (a stale row is an error).
+_MATCHED_ROWS: set[int] = set()
+MET_VAR = "RNN_EQ_KNOWN_ISSUES_MET"
+
+
+def pytest_collection_finish(session):
+    path = os.environ.get(MET_VAR)
+    if path:
+        import json
+
+        with open(path, "w") as out:
+            json.dump(sorted(_MATCHED_ROWS), out)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A known bug that shows as the framework's error (``KnownIssue.shows_as``) fails the test with
+    ``KnownIssueObserved``, the one error besides an exceeded bound that its strict xfail accepts."""
+    marker = pyfuncitem.get_closest_marker("known_issue")
+    try:
+        return (yield)
+    except Exception as error:
+        if marker is not None and shows_as(marker.args[0], error):
+            raise KnownIssueObserved(f"{marker.args[0].cause}: observed as {type(error).__name__}: {error}") from error
+        raise
 
 
 def _child_group(cls):
@@ -315,9 +352,12 @@ _LOADED = {}
 
 
 def require_selected(config, name):
-    """Skip, with that reason, a test about ``name`` when the run does not select it."""
+    """Skip, with that reason, a test about ``name`` when the run does not select it; fail one about a
+    system that does not exist (a renamed system would otherwise turn its tests into skips)."""
+    if name not in ADAPTERS:
+        pytest.fail(f"unknown system {name!r}; expected one of {', '.join(ADAPTERS)}", pytrace=False)
     if name not in config.stash[SELECTION].names:
-        pytest.skip(f"framework {name!r} is not selected (--frameworks / {selection_mod.ENV_VAR})")
+        pytest.skip(f"system {name!r} is not selected (--systems / {selection_mod.ENV_VAR})")
 
 
 def load_adapter(config, name):

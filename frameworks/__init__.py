@@ -23,7 +23,7 @@ ADAPTERS = REGISTRY
 
 def adapter_class(name: str) -> type[Adapter]:
     if name not in ADAPTERS:
-        raise ValueError(f"unknown framework {name!r}; expected one of {', '.join(ADAPTERS)}")
+        raise ValueError(f"unknown system {name!r}; expected one of {', '.join(ADAPTERS)}")
     return ADAPTERS[name]
 
 

@@ -91,18 +91,6 @@ class Adapter(Mapping):
     configs: tuple[LayerConfig, ...] = (CELL,)
     mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
     layout_config: LayerConfig = CELL  # the configuration ``own_weight_shapes`` builds
-    # (activation, dtype) -> reason: combinations where the framework is known not to
-    # compute what it is asked for, with the upstream report. The tests run them as
-    # strict expected failures, so a fix upstream turns them red here.
-    known_issues: dict[tuple, str] = {}
-    # option -> reason: an upstream bug in an option (reference.params.OPTIONS), for every activation
-    # and dtype: expanded on registration into known_issues keyed (activation, dtype, options set)
-    # for every options set with that option; it applies to the cases where the option changes the
-    # results (conftest.known_reason), since elsewhere the bug computes the right thing.
-    option_known_issues: dict[str, str] = {}
-    known_issue_raises: tuple[type[BaseException], ...] = (AssertionError,)  # how the bug shows
-    # Which tests the bug reaches: "reference" (whole runs), "activation" (g alone).
-    known_issue_scopes: tuple[str, ...] = ("reference",)
     # Deliberately wrong mappings, each expressed on the native weights, that
     # the suite must detect; see tests/equivalence/test_mutations.py.
     mutations: dict[str, Callable[[Native], Native]] = {}
@@ -115,11 +103,6 @@ class Adapter(Mapping):
     padded_configs: tuple[LayerConfig, ...] = ()
     padding_sides: tuple[str, ...] = ("post",)
     lengths_name: str = "lengths"
-    # (activation, dtype) -> reason: where the system is known to get padded batches wrong (upstream),
-    # run as strict expected failures like ``known_issues``; ``padded_known_issue``: one reason for
-    # every activation and dtype (set on registration).
-    padded_known_issues: dict[tuple[str, str], str] = {}
-    padded_known_issue: str = ""
     # Chunked runs: configurations in which a sequence is run in several calls, each starting from
     # the state the previous call returned (``returned_state``, or the system's own carry).
     chunked_configs: tuple[LayerConfig, ...] = ()
@@ -136,9 +119,7 @@ class Adapter(Mapping):
     # The dtype the framework's optimizer holds its hyperparameters in, where it is not the weights'
     # (Keras: floatx, float32 by default, so a float64 step uses lr rounded to float32); "": the weights'.
     optimizer_constants_dtype: str = ""
-    # (activation, dtype) -> reason: an upstream bug in the framework's gradients alone (the forward is
-    # right), run as strict expected failures in the gradient tests.
-    gradient_known_issues: dict[tuple[str, str], str] = {}
+    # Known upstream bugs are not declared here: they are rows of the one table, harness.known_issues.
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -150,13 +131,6 @@ class Adapter(Mapping):
             if cls.family != "rnn" and cls.activations == Adapter.activations:
                 cls.activations = (GATED,)  # a gated cell inheriting the vanilla defaults: its own defaults
             cls.supported_options = frozenset(name for names in cls.options for name in names.split("+") if name)
-            if cls.option_known_issues:
-                reasons = {o: "; ".join(cls.option_known_issues[name] for name in o.split("+")
-                                        if name in cls.option_known_issues) for o in cls.options}
-                cls.known_issues = {**cls.known_issues, **{(g, d, o): reason for o, reason in reasons.items() if reason
-                                                           for g in cls.activations for d in cls.dtypes}}
-            if cls.padded_known_issue:
-                cls.padded_known_issues = {(g, d): cls.padded_known_issue for g in cls.activations for d in cls.dtypes}
             if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
                 cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
             REGISTRY[cls.name] = cls

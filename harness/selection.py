@@ -1,4 +1,8 @@
-"""Which frameworks a run tests, and whether a missing one is a skip or an error."""
+"""Which systems a run tests, and whether a missing framework is a skip or an error.
+
+``--systems`` (or ``$RNN_EQ_SYSTEMS``) names them; ``--frameworks`` and ``$RNN_EQ_FRAMEWORKS``, the
+older spelling, are the same thing.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ from dataclasses import dataclass
 
 from frameworks import ADAPTERS, adapter_class
 
-ENV_VAR = "RNN_EQ_FRAMEWORKS"
+ENV_VAR = "RNN_EQ_SYSTEMS"
+OLD_ENV_VAR = "RNN_EQ_FRAMEWORKS"  # the same, under its older name
 
 
 @dataclass(frozen=True)
@@ -26,20 +31,21 @@ def is_ci(environ) -> bool:
 
 
 def select(option: str | None, environ) -> Selection:
-    """Frameworks from ``--frameworks``, else ``RNN_EQ_FRAMEWORKS``, else all of them.
+    """Systems from ``--systems``, else ``RNN_EQ_SYSTEMS`` (or ``RNN_EQ_FRAMEWORKS``), else all of them.
 
     Raises ValueError naming the unknown names and listing the valid ones.
     """
-    value = option if option is not None else environ.get(ENV_VAR)
+    variable = ENV_VAR if ENV_VAR in environ else OLD_ENV_VAR
+    value = option if option is not None else environ.get(variable)
     ci = is_ci(environ)
     if value is None or value.strip() in ("", "all"):
         return Selection(tuple(ADAPTERS), explicit=False, ci=ci)
     names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     unknown = [n for n in names if n not in ADAPTERS]
     if unknown:
-        source = "--frameworks" if option is not None else ENV_VAR
+        source = "--systems" if option is not None else variable
         raise ValueError(
-            f"{source}: unknown framework(s) {', '.join(map(repr, unknown))}; "
+            f"{source}: unknown system(s) {', '.join(map(repr, unknown))}; "
             f"valid names: {', '.join(ADAPTERS)} (comma-separated, or 'all')"
         )
     return Selection(names, explicit=True, ci=ci)

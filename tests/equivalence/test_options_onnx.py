@@ -26,7 +26,8 @@ import pytest
 import harness.tolerance as tolerance
 from frameworks.onnx_rnn import GATED_ACTIVATIONS
 from harness.cases import case_of
-from harness.compare import assert_within_bound, compare_outputs
+from harness.compare import BoundExceeded, assert_within_bound, compare_outputs
+from harness.known_issues import option_rows
 from harness.tolerance import pair_bound, reference_and_bound
 from reference.params import GATE_CLIP, GATED
 
@@ -121,7 +122,7 @@ def test_onnx_runtime_lstm_does_not_clip_c_before_h(adapter, options, spec, monk
 
 @pytest.mark.applies_to(lambda cls: is_onnx_operator(cls, "ONNX Runtime") and cls.family == "lstm")
 @pytest.mark.parametrize(("options", "spec"), ORT_CLIP_CASES, ids=ORT_CLIP_IDS)
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+@pytest.mark.xfail(strict=True, raises=BoundExceeded, reason=(
     "ONNX Runtime does not clip c before h(c): the spec applies clip 'to the input of activations', h's "
     "included; ORT's uni_directional_lstm.cc applies h to the unclipped C_t. "
     "https://github.com/microsoft/onnxruntime/issues/27224 (closed as stale), fix proposed in "
@@ -139,7 +140,7 @@ def ignored_cases(adapter):
     """(case, the case as onnx.reference computes it, what it ignores): every option set it has a
     known issue for, and every gated activation spec ONNX Runtime computes but it does not."""
     cases = []
-    for i, options in enumerate(o for o in adapter.options if set(o.split("+")) & set(adapter.option_known_issues)):
+    for i, options in enumerate(o for o in adapter.options if set(o.split("+")) & set(option_rows(adapter.name))):
         case = case_of(adapter, 5, 4, 2, STEPS, 920 + i, adapter.mutation_config, options=options)
         dropped = "+".join(name for name in case.option_names if name not in ("gate_clip", "coupled_gates"))
         cases.append((case, case.with_(options=dropped), f"{options} ignored"))
@@ -154,7 +155,7 @@ def ignored_cases(adapter):
 def test_onnx_reference_declares_what_it_ignores(adapter):
     """Its clip and input_forget sets are strict expected failures, every one; its gated systems
     have the default activations only."""
-    assert set(adapter.option_known_issues) == {"gate_clip", "coupled_gates"} & adapter.supported_options != set()
+    assert set(option_rows(adapter.name)) == {"gate_clip", "coupled_gates"} & adapter.supported_options != set()
     assert adapter.family == "rnn" or adapter.activations == (GATED,)
 
 

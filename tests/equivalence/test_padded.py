@@ -37,8 +37,8 @@ def test_padded_batch_matches_float64_reference(adapter, g, dtype, case, record)
     actual = run_padded(adapter, case, dtype)
     comparison = against_reference(adapter, case, dtype, actual)
     record("padded", adapter, dtype=dtype, **comparison.as_record())
+    assert_within_bound(comparison)  # first: the values are what a known issue is about
     assert_dtype(actual, dtype, adapter.describe())
-    assert_within_bound(comparison)
 
 
 def run_in_chunks(adapter, case, dtype, carry=True):
@@ -64,8 +64,8 @@ def test_chunked_run_matches_whole_run(adapter, g, dtype, case, record):
     outputs, comparison = run_in_chunks(adapter, case, dtype)
     record("chunked", adapter, dtype=dtype, **comparison.as_record())
     for actual in outputs:
-        assert_dtype(actual, dtype, adapter.describe())
-    assert_within_bound(comparison)
+        assert_within_bound(comparison)  # first: the values are what a known issue is about
+    assert_dtype(actual, dtype, adapter.describe())
 
 
 # --- no test that cannot fail: wrong runs are caught ---------------------------------------------

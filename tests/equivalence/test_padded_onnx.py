@@ -3,7 +3,7 @@ PyTorch exporters make of a packed sequence.
 
 - ONNX Runtime runs each element over its first ``sequence_lens[b]`` steps (test_padded.py holds
   it to the reference, forward and bidirectional; the reverse direction is checked here).
-- ``onnx.reference`` ignores ``sequence_lens`` (its ``padded_known_issue``): here its results are
+- ``onnx.reference`` ignores ``sequence_lens`` (its "padded" row in ``harness.known_issues``): here its results are
   shown to be the unpadded run's, within the bound, and far from the padded one.
 - Lengths the suite refuses (``Padding.check``), run past the adapter's check: ONNX Runtime answers
   a zero length with zeros, final state included (not the initial state), and refuses lengths above
@@ -18,6 +18,7 @@ import pytest
 from reference.config import LayerConfig
 from harness.cases import LENGTHS, PADDED_STEPS, case_of, padded_cases
 from harness.compare import assert_within_bound, compare_outputs
+from harness.known_issues import rows_of
 from harness.tolerance import pair_bound, reference_and_bound
 from reference.padding import Padding
 
@@ -46,7 +47,7 @@ def test_onnx_reference_ignores_sequence_lens(adapter, record):
     """Every element runs all T steps: the results are the unpadded run's (within its bound), Y is
     not zero on padded steps and Y_h is the state after step T, far outside the padded run's bound.
     The reason the padded tests of these systems are strict expected failures."""
-    assert adapter.padded_known_issue
+    assert rows_of(adapter.name, ("padded",)), f"{adapter.name}: no padded row in harness.known_issues"
     differences = []
     for case in padded_cases(adapter):
         for dtype in adapter.dtypes:

@@ -4,7 +4,7 @@ against the float64 reference, within the derived bound (harness/tolerance.py)."
 import numpy as np
 import pytest
 
-from harness.compare import assert_dtype, assert_within_bound, compare_outputs
+from harness.compare import BoundExceeded, assert_dtype, assert_within_bound, compare_outputs
 from harness.tolerance import UNIT_ROUNDOFF, activation_error
 from reference.activations import activation
 from reference.params import CellParams
@@ -19,8 +19,8 @@ def test_matches_float64_reference(adapter, g, dtype, case, record):
                                  f"{adapter.describe()} vs float64 reference, {case.describe(dtype)}")
     level = case.activation + (f"+{case.options}" if case.options else "")
     record("reference", adapter, dtype=dtype, level=level, **comparison.as_record())
+    assert_within_bound(comparison)  # first: the values are what a known issue is about
     assert_dtype(actual, dtype, adapter.describe())
-    assert_within_bound(comparison)
 
 
 @pytest.mark.applies_to(lambda cls: cls.family == "rnn" and not cls.layer)
@@ -41,7 +41,7 @@ def test_activation_accuracy_assumed_by_the_error_model(adapter, g, dtype):
     excess = np.where(allowed > 0, errors / np.where(allowed > 0, allowed, 1.0), np.where(errors > 0, np.inf, 0.0))
     worst = int(np.argmax(excess))
     error = errors[worst]
-    assert error <= allowed[worst], (
-        f"{adapter.describe()} {g} in {dtype}: error {error:.3g} = {error / eps(dtype):.2f} ulps of 1.0 at "
-        f"x = {x[worst]}, the error model allows {allowed[worst]:.3g} (harness/tolerance.py: activation_error)"
-    )
+    if error > allowed[worst]:
+        raise BoundExceeded(
+            f"{adapter.describe()} {g} in {dtype}: error {error:.3g} = {error / eps(dtype):.2f} ulps of 1.0 at "
+            f"x = {x[worst]}, the error model allows {allowed[worst]:.3g} (harness/tolerance.py: activation_error)")

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_pytest(*args, env=None, blocked=None, tmp_path=None):
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_BREAK", "RNN_EQ_DEPTH", "RNN_EQ_SEED", "RNN_EQ_PERTURB",
+               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_SYSTEMS", "RNN_EQ_BREAK", "RNN_EQ_DEPTH", "RNN_EQ_SEED", "RNN_EQ_PERTURB",
                             "PYTEST_XDIST_WORKER",
                             "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
     environ.update(env or {})
@@ -37,7 +37,7 @@ def verdict(row):
 def test_unknown_framework_is_a_usage_error_listing_valid_names():
     code, out = run_pytest("--frameworks=torch,pytorch", "tests/reference")
     assert code == pytest.ExitCode.USAGE_ERROR, out
-    assert "unknown framework(s) 'pytorch'; valid names: numpy-split, numpy-concat, torch" in out
+    assert "unknown system(s) 'pytorch'; valid names: numpy-split, numpy-concat, torch" in out
 
 
 def test_missing_framework_is_a_visible_skip_locally(require_system, tmp_path):

@@ -32,7 +32,7 @@ def test_ci_false_does_not():
 def test_unknown_name_lists_the_valid_ones():
     with pytest.raises(ValueError) as error:
         selection.select("torch,pytorch", {})
-    assert "--frameworks: unknown framework(s) 'pytorch'" in str(error.value)
+    assert "--systems: unknown system(s) 'pytorch'" in str(error.value)
     assert ", ".join(ADAPTERS) in str(error.value)
 
 

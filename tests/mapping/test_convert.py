@@ -191,7 +191,7 @@ def test_bad_weights_are_refused_in_the_frameworks_names(change, message):
 
 
 def test_unknown_system_names_the_known_ones():
-    with pytest.raises(ValueError, match="unknown framework 'torch-lstmm'; expected one of"):
+    with pytest.raises(ValueError, match="unknown system 'torch-lstmm'; expected one of"):
         convert({}, "torch-lstmm", "torch-lstm")
 
 

@@ -1,0 +1,89 @@
+"""The table of known upstream bugs (harness.known_issues) and the tests that cannot pass on nothing.
+
+- every row of the table meets at least one generated test (a stale row is an error, as
+  array-api-tests does for its xfail file);
+- a strict expected failure made from a row accepts only the bug's symptom: an exceeded bound
+  (``BoundExceeded``) or the error the row names, never another assertion;
+- every ``applies_to`` predicate admits a system, every system declares mutations, and a test that
+  names a system that does not exist fails instead of being skipped.
+"""
+
+import json
+
+import pytest
+
+from frameworks import ADAPTERS
+from harness.compare import BoundExceeded, KnownIssueObserved
+from harness.known_issues import KNOWN_ISSUES, SCOPES, KnownIssue, shows_as
+from tests.harness.test_pytest_run import run_pytest
+
+
+def test_every_row_names_existing_systems_and_a_scope():
+    assert KNOWN_ISSUES
+    for row in KNOWN_ISSUES:
+        assert row.systems and set(row.systems) <= set(ADAPTERS), row.systems
+        assert row.scope in SCOPES and row.cause and row.link, row
+
+
+def test_every_row_meets_a_generated_test(tmp_path):
+    """Collect the whole suite at default depth (the README's run: where every row must show) for
+    every system, and ask the parametrisation which rows it used: each row must be one of them."""
+    met = tmp_path / "met.json"
+    code, out = run_pytest("--collect-only", "-q", "--depth=default", "-o", "addopts=", "tests/equivalence",
+                           env={"RNN_EQ_KNOWN_ISSUES_MET": str(met)})
+    assert code == 0, out[-3000:]
+    used = set(json.loads(met.read_text()))
+    stale = [KNOWN_ISSUES[i] for i in range(len(KNOWN_ISSUES)) if i not in used]
+    assert not stale, f"rows of harness.known_issues that match no generated test: {stale}"
+
+
+def test_a_known_issue_is_satisfied_only_by_its_symptom():
+    """The marks the parametrisation gives a test a row meets: strict, raising BoundExceeded alone, or with
+    KnownIssueObserved where the row names the error the bug raises."""
+    from conftest import _with_known_issue
+
+    cls = ADAPTERS["keras-jax-rnn"]
+    for row in KNOWN_ISSUES:
+        marks = {m.name: m for m in _with_known_issue(cls, ("keras-jax-rnn", "float64"), row).marks}
+        xfail = marks["xfail"]
+        assert xfail.kwargs["strict"] is True
+        expected = (BoundExceeded, KnownIssueObserved) if row.shows_as else BoundExceeded
+        assert xfail.kwargs["raises"] == expected, row
+        assert not issubclass(AssertionError, BoundExceeded)  # a plain assertion is not the symptom
+
+
+def test_an_error_the_row_does_not_name_is_not_the_bug():
+    row = KnownIssue(("keras-jax-rnn",), "reference", "cause", "link", shows_as=r"^TypeError: .*carry")
+    assert shows_as(row, TypeError("the scan refuses the float32 carry"))
+    assert shows_as(row, TypeError("Exception encountered\n\nthe float32 carry"))  # messages span lines
+    assert not shows_as(row, ValueError("the scan refuses the float32 carry"))
+    assert not shows_as(row, TypeError("unsupported operand"))
+    assert not shows_as(KnownIssue(("keras-jax",), "reference", "c", "l"), TypeError("carry"))
+
+
+def test_every_system_declares_mutations():
+    """A system with no mutation could pass its equivalence tests with a wrong mapping unproven."""
+    assert not [name for name, cls in ADAPTERS.items() if not cls.mutations]
+
+
+def test_applies_to_that_admits_no_system_is_an_error():
+    """A predicate that admits none of the systems (a renamed one) fails collection instead of vanishing."""
+    from types import SimpleNamespace
+
+    from conftest import applicable
+
+    def metafunc(predicate):
+        mark = pytest.mark.applies_to(predicate).mark
+        return SimpleNamespace(definition=SimpleNamespace(nodeid="test_x.py::test_x", get_closest_marker=lambda _: mark))
+
+    assert [cls.name for cls in applicable(metafunc(lambda cls: cls.name == "torch-lstm"), list(ADAPTERS))] == [
+        "torch-lstm"]
+    assert applicable(metafunc(lambda cls: cls.name == "torch-lstm"), ["torch"]) == []  # not selected: fine
+    with pytest.raises(ValueError, match="applies_to predicate admits none of the 63 systems"):
+        applicable(metafunc(lambda cls: cls.name == "torch-lstmm"), list(ADAPTERS))
+
+
+def test_a_test_naming_an_unknown_system_fails(load_system):
+    with pytest.raises(pytest.fail.Exception, match="unknown system 'torch-lstmm'"):
+        load_system("torch-lstmm")
+
