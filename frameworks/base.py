@@ -207,6 +207,16 @@ class Adapter(Mapping):
         default where one is left out)."""
         raise NotImplementedError
 
+    @property
+    def autodiff_runtime(self):
+        """The one runtime of this system's autodiff library (``frameworks.autodiff``), shared by every
+        adapter on it; a system without one refuses, by name."""
+        if not self.autodiff:
+            raise NotImplementedError(f"{self.cell}: no automatic differentiation of what this system runs")
+        from frameworks.autodiff import runtime
+
+        return runtime(self.autodiff)
+
     def check_cotangents(self, outputs: dict, cotangents) -> None:
         """One cotangent per output of the run (``outputs``: the run's outputs, anything with a shape),
         each in its output's shape: or an error naming them (a framework's own error would not, and a

@@ -67,17 +67,10 @@ def write(stack: StackParams, system: str | type[Mapping], config: LayerConfig |
     if activation is not None and activation not in getattr(target, "activations", (activation,)):
         raise ConversionRefused(f"{target.cell} does not compute activation {activation!r}; it computes "
                                 f"{list(target.activations)}")
-    if target.zero_b_hn and stack.has_bias:
-        for k, d, cell in stack.cells():
-            b_hn = cell.gate(cell.b_h, "n")
-            if np.any(b_hn != 0):
-                raise ConversionRefused(
-                    f"{target.cell} has no slot for b_hn (the hidden bias of the n gate, which r multiplies in "
-                    f"n = tanh(W_in x + b_in + r * (W_hn h + b_hn))); layer {k} direction {d} has max |b_hn| = "
-                    f"{np.max(np.abs(b_hn)):.3g}. Moving it into b_in would compute another function.")
     try:
         target.check_params(stack, config)
-        return target.to_native(stack, config)  # a structure the layout has no room for is refused here
+        # refused here too: a structure the layout has no room for, a b_hn where it has no slot
+        return target.to_native(stack, config)
     except ValueError as error:
         raise ConversionRefused(str(error)) from None
 

@@ -175,13 +175,9 @@ class FlaxBase(Adapter):
 
     def gradients_native(self, native: Native, xs, state, config, g: str, cotangents: dict, padding=None) -> dict:
         """jax.vjp of the very function run_native calls (``_run``), pulled back with the cotangents."""
-        jax = self.jax
         forward, arguments, state_gradient = self._run(native, xs, state, config, g, padding)
-        outputs, pullback = jax.vjp(forward, *arguments)
-        self.check_cotangents(outputs, cotangents)
-        pulled = {key: self.jnp.asarray(cotangents[key], output.dtype)  # vjp takes the outputs' dtype only
-                  for key, output in outputs.items()}
-        weights, inputs, start = jax.tree_util.tree_map(np.asarray, pullback(pulled))
+        _, pulled = self.autodiff_runtime.vjp(forward, arguments, cotangents, self.check_cotangents)
+        weights, inputs, start = self.jax.tree_util.tree_map(np.asarray, pulled)
         return {"weights": weights, "inputs": inputs, "state": {} if state is None else state_gradient(start)}
 
     def optimizer_step_native(self, native: Native, xs, state, config, g: str, cotangents: dict, optimizer: dict,

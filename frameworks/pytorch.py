@@ -109,32 +109,13 @@ class TorchMapping(Adapter):
         ``requires_grad``). Runs with autograd as the caller has it: ``run_native`` wraps it in no_grad."""
         raise NotImplementedError
 
-    def _require_autodiff(self) -> None:
-        if not self.autodiff:
-            raise NotImplementedError(f"{self.cell}: no automatic differentiation of what this system runs")
-
-    def _cotangents(self, outputs: dict, cotangents) -> tuple[list, list]:
-        """The outputs and their cotangents as two lists of tensors, in one order, the cotangents in the
-        outputs' dtype (checked: autograd's own error would not name them)."""
-        self.check_cotangents(outputs, cotangents)
-        tensors = []
-        for key, output in outputs.items():
-            tensor = self.torch.from_numpy(np.ascontiguousarray(cotangents[key]))
-            if tensor.dtype != output.dtype:
-                raise TypeError(f"{self.cell}: cotangents[{key!r}]: expected the output's dtype "
-                                f"{str(output.dtype).removeprefix('torch.')}, got {tensor.dtype}")
-            tensors.append(tensor)
-        return list(outputs.values()), tensors
-
     def gradients_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
                          padding=None) -> dict:
-        self._require_autodiff()
+        autograd = self.autodiff_runtime
         outputs, module, leaves = self.forward(native, xs, state, config, g, padding, requires_grad=True)
-        outs, cots = self._cotangents(outputs, cotangents)
         weights = [getattr(module, name) for name in native]
-        # Every weight, input and given state enters the outputs: an unused one is an error, not a zero.
-        grads = self.torch.autograd.grad(outs, [*weights, leaves["inputs"], *leaves["state"].values()],
-                                         grad_outputs=cots)
+        _, grads = autograd.vjp(lambda: outputs, [*weights, leaves["inputs"], *leaves["state"].values()],
+                                cotangents, self.check_cotangents)
         n = len(weights)
         return {"weights": {name: grad.numpy() for name, grad in zip(native, grads[:n])},
                 "inputs": grads[n].numpy(),
@@ -157,14 +138,13 @@ class TorchMapping(Adapter):
 
     def optimizer_step_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
                               optimizer: dict, padding=None) -> Native:
-        self._require_autodiff()
+        autograd = self.autodiff_runtime
         optimizer_class, arguments = self._optimizer(optimizer)  # refused before a run
         outputs, module, _ = self.forward(native, xs, state, config, g, padding)
-        outs, cots = self._cotangents(outputs, cotangents)
         weights = [getattr(module, name) for name in native]
         step = optimizer_class(weights, **arguments)  # fresh: no moments yet, step count 0
         step.zero_grad()
-        self.torch.autograd.backward(outs, grad_tensors=cots)  # each parameter's .grad: dL/dw
+        autograd.backward(lambda: outputs, cotangents, self.check_cotangents)  # each parameter's .grad: dL/dw
         step.step()
         return {name: weight.detach().numpy() for name, weight in zip(native, weights)}
 

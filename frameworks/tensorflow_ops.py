@@ -57,13 +57,6 @@ class TensorflowConcatenated(LectureConcatenatedLayout):
         tf = self.tf
         weights, inputs, start, H = self._prepare(native, xs, state, config, g)
         sources = {"weights": weights, "inputs": inputs, "state": start or {}}
-        with tf.GradientTape() as tape:
-            tape.watch(tf.nest.flatten(sources))
-            outputs = self._forward(weights, inputs, start, g, H)
-        self.check_cotangents(outputs, cotangents)
-        keys = sorted(outputs)
-        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype))
-                 for key in keys]
-        grads = tape.gradient([outputs[key] for key in keys], sources, output_gradients=seeds,
-                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        _, grads = self.autodiff_runtime.vjp(lambda: self._forward(weights, inputs, start, g, H), sources, cotangents,
+                                             self.check_cotangents)
         return tf.nest.map_structure(lambda value: np.asarray(value.numpy(), xs.dtype), grads)

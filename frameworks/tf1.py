@@ -155,17 +155,9 @@ class TF1Cell(Adapter):
         cell, inputs, start, H, P, settings = self._prepare(native, xs, state, config, g, padding, settings=True)
         variables = _variables(cell)
         sources = {"weights": {**variables, **settings}, "inputs": inputs, "state": start or {}}
-        with tf.GradientTape() as tape:
-            tape.watch(tf.nest.flatten(sources))
-            outputs = self._forward(cell, inputs, start, config, H, P, padding)
-        self.check_cotangents(outputs, cotangents)
-        keys = sorted(outputs)
-        targets = [outputs[key] for key in keys]
-        seeds = [tf.constant(np.asarray(cotangents[key], xs.dtype))
-                 for key in keys]
         # ZERO: a source no output reaches gets zeros in its own shape (the contract's), not None.
-        grads = tape.gradient(targets, sources, output_gradients=seeds,
-                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        _, grads = self.autodiff_runtime.vjp(lambda: self._forward(cell, inputs, start, config, H, P, padding),
+                                             sources, cotangents, self.check_cotangents)
         return tf.nest.map_structure(lambda value: np.asarray(value.numpy(), xs.dtype), grads)
 
     # --- tf.compat.v1.nn.dynamic_rnn: padded batches (sequence_length) and chunked runs ---

@@ -1,0 +1,97 @@
+"""The vector-Jacobian product of each autodiff library, written once and shared by every adapter on it.
+
+A system's gradients are its framework's own: the forward the suite runs (``run_native``'s), then
+the library's reverse mode with the test's cotangents (``Adapter.gradients_native``). What differs
+between frameworks is how a forward and its sources are built; what a library does with them is
+the same for every adapter on it, and lives here:
+
+    runtime(name).vjp(forward, sources, cotangents, check) -> (outputs, gradients of the sources)
+
+``forward()`` returns the outputs by name (the library's tensors); ``sources`` is what is
+differentiated (a nested dict or list of the library's tensors or variables; JAX: the arguments of
+``forward``); ``check(outputs, cotangents)`` refuses cotangents that do not fit the outputs
+(``Adapter.check_cotangents``: one per output, in its shape). Each cotangent is taken in its
+output's dtype (a framework that computed a float64 run in float32 gets float32 cotangents). A
+source no output reaches gets zeros, never None.
+
+Libraries are imported on first use, never here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+
+class TensorflowTape:
+    name = "tf.GradientTape"
+
+    def __init__(self):
+        self.tf = importlib.import_module("tensorflow")
+
+    def vjp(self, forward, sources, cotangents, check, watch=None):
+        """``watch``: the tensors to watch (default: every source; trainable variables are watched anyway)."""
+        tf = self.tf
+        with tf.GradientTape() as tape:
+            tape.watch(tf.nest.flatten(sources) if watch is None else watch)
+            outputs = forward()
+        check(outputs, cotangents)
+        keys = sorted(outputs)
+        seeds = [tf.constant(np.asarray(cotangents[key]), dtype=outputs[key].dtype) for key in keys]
+        grads = tape.gradient([outputs[key] for key in keys], sources, output_gradients=seeds,
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return outputs, grads
+
+
+class TorchAutograd:
+    name = "torch.autograd"
+
+    def __init__(self):
+        self.torch = importlib.import_module("torch")
+
+    def seeds(self, outputs, cotangents, check) -> tuple[list, list]:
+        """The outputs and their cotangents as two lists of tensors, in one order."""
+        check(outputs, cotangents)
+        keys = list(outputs)
+        return ([outputs[key] for key in keys],
+                [self.torch.as_tensor(np.ascontiguousarray(cotangents[key]), dtype=outputs[key].dtype) for key in keys])
+
+    def vjp(self, forward, sources, cotangents, check):
+        """``sources``: a list of tensors requiring grad (leaves, or a module's parameters)."""
+        outputs = forward()
+        outs, seeds = self.seeds(outputs, cotangents, check)
+        grads = self.torch.autograd.grad(outs, list(sources), grad_outputs=seeds, allow_unused=True)
+        return outputs, [self.torch.zeros_like(s) if d is None else d for s, d in zip(sources, grads)]
+
+    def backward(self, forward, cotangents, check):
+        """Accumulate dL/dw into every parameter's ``.grad`` (what ``torch.optim`` steps on)."""
+        outs, seeds = self.seeds(forward(), cotangents, check)
+        self.torch.autograd.backward(outs, grad_tensors=seeds)
+
+
+class JaxVjp:
+    name = "jax.vjp"
+
+    def __init__(self):
+        self.jax = importlib.import_module("jax")
+
+    def vjp(self, forward, sources, cotangents, check):
+        """``sources``: the arguments of the pure function ``forward(*sources)``."""
+        outputs, pullback = self.jax.vjp(forward, *sources)
+        check(outputs, cotangents)
+        return outputs, pullback({key: self.jax.numpy.asarray(cotangents[key], output.dtype)
+                                  for key, output in outputs.items()})
+
+
+LIBRARIES = {runtime.name: runtime for runtime in (TensorflowTape, TorchAutograd, JaxVjp)}
+_RUNTIMES: dict[str, object] = {}
+
+
+def runtime(name: str):
+    """The one runtime of the autodiff library ``name`` (``Adapter.autodiff``) in this process."""
+    if name not in LIBRARIES:
+        raise ValueError(f"no automatic differentiation {name!r}; expected one of {sorted(LIBRARIES)}")
+    if name not in _RUNTIMES:
+        _RUNTIMES[name] = LIBRARIES[name]()
+    return _RUNTIMES[name]
