@@ -118,57 +118,36 @@ class KerasFamily:
         return {key: self._numpy(value) for key, value in forward(self._tensor(xs), self._states(state)).items()}
 
     # --- gradients and one optimizer step: the backend's own autodiff -----------------------
-    @property
-    def _runtime(self) -> str:  # the backend that computes, so whose autodiff differentiates
-        return self.backend or "tensorflow"
-
     def _cotangents(self, outputs: dict, cotangents: dict) -> dict:
         self.check_cotangents(outputs, cotangents)
         return cotangents
 
     def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict):
         """The vector-Jacobian product of ``forward(x, state)`` (the forward ``run_native`` evaluates) with
-        ``cotangents``, by the backend's own autodiff: the variables' gradients as backend tensors (what
-        the optimizer takes), and the inputs' and initial state's as NumPy, each in its argument's shape."""
+        ``cotangents``, by the backend's own autodiff (``frameworks.autodiff``, shared with every adapter
+        on it): the variables' gradients as backend tensors (what the optimizer takes), and the inputs'
+        and initial state's as NumPy, each in its argument's shape."""
         names, keys = list(variables), list(state or {})
         x, states = self._tensor(xs), self._states(state) or {}
-        if self._runtime == "jax":
-            jax = import_framework("jax", self.name)
-
+        autodiff, check = self.autodiff_runtime, self._cotangents
+        if autodiff.name == "jax.vjp":
             def pure(weights, x, states):
                 # Keras reads every variable from the scope, so the weights are the function's arguments.
                 with self.keras.StatelessScope(state_mapping=[(variables[n], weights[n]) for n in names]):
                     return forward(x, states or None)
 
-            outputs, pullback = jax.vjp(pure, {n: variables[n].value for n in names}, x, states)
-            # The cotangent of an output in the dtype Keras returned (float32 for a float64 tanh on jax).
-            cotangents = self._cotangents(outputs, cotangents)
-            weights, x_grad, state_grads = pullback({k: jax.numpy.asarray(cotangents[k], outputs[k].dtype)
-                                                     for k in outputs})
+            _, (weights, x_grad, state_grads) = autodiff.vjp(pure, ({n: variables[n].value for n in names}, x, states),
+                                                            cotangents, check)
             return weights, self._numpy(x_grad), {k: self._numpy(state_grads[k]) for k in keys}
-        if self._runtime == "torch":
-            torch = import_framework("torch", self.name)
+        if autodiff.name == "torch.autograd":
             x.requires_grad_(True)
             for value in states.values():
                 value.requires_grad_(True)
-            outputs = forward(x, states or None)
-            cotangents = self._cotangents(outputs, cotangents)
             targets = [variables[n].value for n in names] + [x] + [states[k] for k in keys]
-            grads = torch.autograd.grad([outputs[k] for k in outputs], targets, allow_unused=True,
-                                        grad_outputs=[torch.as_tensor(cotangents[k], dtype=outputs[k].dtype)
-                                                      for k in outputs])
-            grads = [torch.zeros_like(t) if d is None else d for t, d in zip(targets, grads)]  # unused: zero
-        else:  # tensorflow, Keras 3's backend or tf_keras's
-            tf = import_framework("tensorflow", self.name)
-            with tf.GradientTape() as tape:  # trainable variables are watched by default
-                tape.watch([x, *states.values()])
-                outputs = forward(x, states or None)
-            cotangents = self._cotangents(outputs, cotangents)
+        else:  # tf.GradientTape, Keras 3's tensorflow backend or tf_keras; trainable variables are watched anyway
             targets = [variables[n] for n in names] + [x] + [states[k] for k in keys]
-            grads = tape.gradient([outputs[k] for k in outputs], targets,
-                                  output_gradients=[tf.constant(cotangents[k], dtype=outputs[k].dtype)
-                                                    for k in outputs],
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        _, grads = autodiff.vjp(lambda: forward(x, states or None), targets, cotangents, check,
+                                **({} if autodiff.name == "torch.autograd" else {"watch": [x, *states.values()]}))
         weights, (x_grad, *state_grads) = dict(zip(names, grads[:len(names)])), grads[len(names):]
         return weights, self._numpy(x_grad), {k: self._numpy(d) for k, d in zip(keys, state_grads)}
 
@@ -605,80 +584,55 @@ LAYER_MUTATIONS = {
     },
 }
 
-# Keras 3's dtype promotion (keras/src/backend/common/dtypes.py, result_type)
-# demotes 64-bit results to 32-bit when a Python float takes part, and the jax
-# backend's tanh promotes with `float`: a float64 cell returns float32 states.
-JAX_TANH_REASON = (
-    "Keras 3 on jax computes tanh of float64 in float32: keras.ops.tanh promotes with "
-    "result_type(x.dtype, float), which demotes 64-bit dtypes; the cause reported in "
-    "https://github.com/keras-team/keras/issues/23223"
-)
-JAX_TANH_FLOAT64 = {("tanh", "float64"): JAX_TANH_REASON}
-# The torch backend's matmul takes its dtype from the same result_type, so
-# float64 @ float64 is computed in float32 and every float64 activation suffers.
-TORCH_MATMUL_REASON = (
-    "Keras 3 on torch computes float64 @ float64 in float32: keras.ops.matmul takes its dtype from "
-    "result_type, which demotes 64-bit dtypes; the cause reported in "
-    "https://github.com/keras-team/keras/issues/23223, whose fix covered elementwise ops, not matmul"
-)
-
-
-def float64_issues(activations, reason: str) -> dict[tuple[str, str], str]:
-    return {(g, "float64"): reason for g in activations}
-
-
-def with_tanh(activations) -> tuple[str, ...]:
-    """The activations that apply tanh (a gated cell's default does)."""
-    return tuple(g for g in activations if g == GATED or "tanh" in g.split(","))
-
-
-def known_issues(backend: str | None, family: str, variant: str, layer: bool, activations) -> dict:
-    """The known-issue attributes of one system: the float64 bugs of Keras 3 on jax (every
-    activation spec that applies tanh) and torch (every one: matmul)."""
-    if backend == "jax" and family == "rnn":
-        if layer:
-            return {"known_issues": {key: reason + "; in SimpleRNN the scan then refuses the float32 carry "
-                                     "(with a mask, jnp.where keeps the carry float64 and the run ends, in error)"
-                                     for key, reason in JAX_TANH_FLOAT64.items()},
-                    "known_issue_raises": (TypeError, AssertionError)}
-        return {"known_issues": JAX_TANH_FLOAT64, "known_issue_scopes": ("reference", "activation")}  # tanh itself
-    if backend == "jax":
-        issue = {"known_issues": float64_issues(with_tanh(activations), JAX_TANH_REASON)}
-        return {**issue, "known_issue_raises": (AssertionError, TypeError)} if layer else issue
-    if backend == "torch" and family == "rnn":
-        return {"known_issues": float64_issues(activations, TORCH_MATMUL_REASON)}
-    # LSTM and GRU(reset_after=True) layers on torch hand the whole sequence to the backend's lstm / gru
-    # (keras/src/backend/torch/rnn.py): cuDNN on CUDA with the default activations, else, on CPU with
-    # any activations, a loop of torch.matmul (_fallback_lstm, _fallback_gru), right in float64;
-    # reset_after=False has none and falls back to the generic loop of keras.ops, matmul included.
-    if backend == "torch" and (not layer or variant == "reset_before"):
-        return {"known_issues": float64_issues(activations, TORCH_MATMUL_REASON)}
-    if backend == "torch" and layer:  # right on whole runs; a mask leaves torch's kernels for keras.ops
-        return {"padded_known_issues": {("default", "float64"): TORCH_MATMUL_REASON + "; with a mask, LSTM and "
-                                        "GRU(reset_after=True) leave the torch backend's own loops for the generic one "
-                                        "(keras/src/backend/torch/rnn.py), and its matmul"}}
-    return {}
-
-
 # --- the systems, in the order they are listed -----------------------------------------
 
-KERAS3 = (("keras-tf", "keras", "tensorflow"), ("keras-jax", "keras", "jax"), ("keras-torch", "keras", "torch"))
+KERAS_TF, KERAS_JAX, KERAS_TORCH = ("keras-tf", "keras", "tensorflow"), ("keras-jax", "keras", "jax"), \
+    ("keras-torch", "keras", "torch")
 TF_KERAS = ("tf-keras", "tf_keras", None)  # Keras 2: the same API and layout, a separate implementation
-RNN, GATED_MEMBERS = ("rnn", ""), (("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before"))
-SYSTEMS = (  # (cell or layer, (name prefix, module, backend), (family, variant))
-    [(KerasCell, i, RNN) for i in KERAS3] + [(KerasLayer, i, RNN) for i in KERAS3]
-    + [(KerasCell, TF_KERAS, RNN), (KerasLayer, TF_KERAS, RNN)]
-    + [(KerasCell, i, m) for i in (*KERAS3, TF_KERAS) for m in GATED_MEMBERS]
-    + [(KerasLayer, i, m) for i in KERAS3 for m in GATED_MEMBERS]
+RNN, LSTM, GRU, GRU_BEFORE = ("rnn", ""), ("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")
+# Every Keras system, one row each, by its literal name (the rest of the row says what it is, and
+# ``system`` checks that the name says the same), in the order they are listed.
+SYSTEMS = (
+    ("keras-tf", KerasCell, KERAS_TF, RNN),
+    ("keras-jax", KerasCell, KERAS_JAX, RNN),
+    ("keras-torch", KerasCell, KERAS_TORCH, RNN),
+    ("keras-tf-rnn", KerasLayer, KERAS_TF, RNN),
+    ("keras-jax-rnn", KerasLayer, KERAS_JAX, RNN),
+    ("keras-torch-rnn", KerasLayer, KERAS_TORCH, RNN),
+    ("tf-keras", KerasCell, TF_KERAS, RNN),
+    ("tf-keras-rnn", KerasLayer, TF_KERAS, RNN),
+    ("keras-tf-lstm", KerasCell, KERAS_TF, LSTM),
+    ("keras-tf-gru", KerasCell, KERAS_TF, GRU),
+    ("keras-tf-gru-reset-before", KerasCell, KERAS_TF, GRU_BEFORE),
+    ("keras-jax-lstm", KerasCell, KERAS_JAX, LSTM),
+    ("keras-jax-gru", KerasCell, KERAS_JAX, GRU),
+    ("keras-jax-gru-reset-before", KerasCell, KERAS_JAX, GRU_BEFORE),
+    ("keras-torch-lstm", KerasCell, KERAS_TORCH, LSTM),
+    ("keras-torch-gru", KerasCell, KERAS_TORCH, GRU),
+    ("keras-torch-gru-reset-before", KerasCell, KERAS_TORCH, GRU_BEFORE),
+    ("tf-keras-lstm", KerasCell, TF_KERAS, LSTM),
+    ("tf-keras-gru", KerasCell, TF_KERAS, GRU),
+    ("tf-keras-gru-reset-before", KerasCell, TF_KERAS, GRU_BEFORE),
+    ("keras-tf-lstm-rnn", KerasLayer, KERAS_TF, LSTM),
+    ("keras-tf-gru-rnn", KerasLayer, KERAS_TF, GRU),
+    ("keras-tf-gru-reset-before-rnn", KerasLayer, KERAS_TF, GRU_BEFORE),
+    ("keras-jax-lstm-rnn", KerasLayer, KERAS_JAX, LSTM),
+    ("keras-jax-gru-rnn", KerasLayer, KERAS_JAX, GRU),
+    ("keras-jax-gru-reset-before-rnn", KerasLayer, KERAS_JAX, GRU_BEFORE),
+    ("keras-torch-lstm-rnn", KerasLayer, KERAS_TORCH, LSTM),
+    ("keras-torch-gru-rnn", KerasLayer, KERAS_TORCH, GRU),
+    ("keras-torch-gru-reset-before-rnn", KerasLayer, KERAS_TORCH, GRU_BEFORE),
 )
 
 
-def system(base: type, implementation: tuple, member: tuple) -> type:
+def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
     """One system's class: "keras-jax-gru-reset-before-rnn" is Keras 3's GRU(reset_after=False) layer on jax."""
     (prefix, module, backend), (family, variant) = implementation, member
     before = variant == "reset_before"
-    name = prefix + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") \
+    said = prefix + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") \
         + ("-rnn" if base.layer else "")
+    if name != said:  # a typo in the table cannot register a misnamed system
+        raise TypeError(f"Keras system {name!r}: its row describes {said!r}")
     runtime, group = backend or "tensorflow", "rnn" if family == "rnn" else "gated"
     hard = KERAS_HARD_SIGMOID[module]  # the one hard sigmoid this Keras computes
     activations = {
@@ -708,14 +662,8 @@ def system(base: type, implementation: tuple, member: tuple) -> type:
         # beta_1 and beta_2 are float32 in the correction too (measured: a float64 step is exact with them
         # rounded to float32; on jax and torch only lr is).
         "adam_epsilon": "before_correction", "optimizer_constants_dtype": "float32",
-        # torch.nn.functional.hardsigmoid's backward multiplies by 1/6 rounded to float32 in float64 too
-        # (measured: 0.1666666716337204), so float64 gradients through Keras 3's hard_sigmoid on torch
-        # are off by 3e-9 relative, far above the float64 bound; the forward is right. No upstream
-        # report found (worth filing with pytorch/pytorch).
-        "gradient_known_issues": {(spec, "float64"): "torch hardsigmoid backward uses 1/6 rounded to float32 in "
-                                  "float64 (no upstream report found)" for spec in activations
-                                  if "hard_sigmoid" in spec} if runtime == "torch" else {},
-        **known_issues(backend, family, variant, base.layer, activations), "__module__": __name__,
+        # Known upstream bugs (Keras 3 on jax and torch in float64): rows of harness.known_issues.
+        "__module__": __name__,
     }
     if base.layer:
         attributes.update(configs=SIMPLE_RNN_CONFIGS if family == "rnn" else GATED_LAYER_CONFIGS,

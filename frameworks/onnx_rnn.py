@@ -303,24 +303,11 @@ class OnnxReferenceEvaluation:
     runtime = "onnx.reference"
     distributions = ("onnx",)
     requires = ("onnx",)
-    padded_known_issue = (
-        "onnx.reference ignores sequence_lens (onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "
-        "'sequence_lens=None,  # noqa: ARG002'; onnx/onnx#7935: 'it's not supported anyway'): every element "
-        "runs all T steps, Y is not zero on padded steps and Y_h is the state after step T "
-        "(tests/equivalence/test_padded_onnx.py)")
-
-    # It accepts these attributes and computes without them: its _run takes them as unused arguments
-    # (onnx 1.23.2, onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "clip=None,  # noqa: ARG002",
-    # "input_forget=None,  # noqa: ARG002"; the LSTM's and GRU's "activations=None,  # noqa: ARG002",
-    # their f, g, h fixed methods: sigmoid, tanh, tanh, which is why its gated systems have the default
-    # activations only). tests/equivalence/test_options_onnx.py shows its results are the cell's
-    # without the option, or with the default activations.
-    ignored = ("onnx.reference ignores {what} (onnx/reference/ops/{ops}: '{line}  # noqa: ARG002' in _run): "
-               "it computes {instead} (tests/equivalence/test_options_onnx.py)")
-    ignores_clip = ignored.format(what="clip", ops="op_rnn.py, op_lstm.py, op_gru.py", line="clip=None,",
-                                  instead="the cell without clipping")
-    ignores_input_forget = ignored.format(what="input_forget", ops="op_lstm.py", line="input_forget=None,",
-                                          instead="an uncoupled forget gate")
+    # It ignores sequence_lens, and accepts clip, input_forget and the gated cells' activations and computes
+    # without them (onnx 1.23.2, onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "clip=None,  # noqa:
+    # ARG002", ...; its gated f, g, h are fixed methods: sigmoid, tanh, tanh, which is why its gated systems
+    # have the default activations only): rows of harness.known_issues, measured in
+    # tests/equivalence/test_padded_onnx.py and test_options_onnx.py.
 
     def start(self):
         super().start()
@@ -373,7 +360,6 @@ class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN):
     # onnx/reference/ops/op_rnn.py implements only the Tanh and Affine activations (HardSigmoid
     # refused too: tests/equivalence/test_options_onnx.py).
     activations = ("tanh", "identity")
-    option_known_issues = {"gate_clip": OnnxReferenceEvaluation.ignores_clip}
 
 
 # --- the LSTM and GRU operators, cells ----------------------------------------------
@@ -439,17 +425,17 @@ ORT_LSTM_CLIP = ("ONNX Runtime's LSTM clips the arguments of f and g but not c' 
                  "proposed in microsoft/onnxruntime#27239 (measured: tests/equivalence/test_options_onnx.py)")
 
 
-def _onnx_gated(evaluation, label: str, family: str, variant: str = "") -> type:
+def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
+    label = {OnnxRuntimeEvaluation: "ort", OnnxReferenceEvaluation: "reference"}[evaluation]
     suffix = "-reset-before" if variant == "reset_before" else ""
+    if name != f"onnx-{label}-{family}{suffix}":  # a typo in the table cannot register a misnamed system
+        raise TypeError(f"ONNX system {name!r}: its row describes {f'onnx-{label}-{family}{suffix}'!r}")
     qualname = f"Onnx_{label}_{family}{suffix}".replace("-", "_")
     reference = evaluation is OnnxReferenceEvaluation
     options = ORT_LSTM_OPTIONS if family == "lstm" and not reference else GATED_OPTIONS[family]
-    known = {"gate_clip": evaluation.ignores_clip, **({"coupled_gates": evaluation.ignores_input_forget}
-                                                     if family == "lstm" else {})} if reference else {}
     return type(qualname, (evaluation, OnnxGated), {
-        "name": f"onnx-{label}-{family}{suffix}", "cell": f"ONNX {family.upper()}", "family": family,
+        "name": name, "cell": f"ONNX {family.upper()}", "family": family,
         "variant": variant, "options": options, "mutation_options": "peepholes" if family == "lstm" else "",
-        "option_known_issues": known,
         "refused_options": {"gate_clip": ORT_LSTM_CLIP} if family == "lstm" and not reference else {},
         # onnx.reference computes the default activations whatever the node lists: it is compared on them
         # alone (as known issues, the others would take the covering design's rows from the default).
@@ -458,6 +444,11 @@ def _onnx_gated(evaluation, label: str, family: str, variant: str = "") -> type:
         "__module__": __name__, "__qualname__": qualname})
 
 
-for _evaluation, _label in ((OnnxRuntimeEvaluation, "ort"), (OnnxReferenceEvaluation, "reference")):
-    for _family, _variant in (("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")):
-        _onnx_gated(_evaluation, _label, _family, _variant)  # registers itself (frameworks.base.REGISTRY)
+# The ONNX LSTM and GRU systems, one row each, by their literal names (each registers itself).
+for _row in (("onnx-ort-lstm", OnnxRuntimeEvaluation, "lstm"),
+             ("onnx-ort-gru", OnnxRuntimeEvaluation, "gru", "reset_after"),
+             ("onnx-ort-gru-reset-before", OnnxRuntimeEvaluation, "gru", "reset_before"),
+             ("onnx-reference-lstm", OnnxReferenceEvaluation, "lstm"),
+             ("onnx-reference-gru", OnnxReferenceEvaluation, "gru", "reset_after"),
+             ("onnx-reference-gru-reset-before", OnnxReferenceEvaluation, "gru", "reset_before")):
+    _onnx_gated(*_row)

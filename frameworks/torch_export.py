@@ -265,12 +265,14 @@ GATED_PADDED_CONFIGS = (
 )
 
 
-def _exported(family: str, dynamo: bool) -> type:
+def _exported(name: str, family: str, dynamo: bool) -> type:
     exporter = "dynamo" if dynamo else "legacy"
+    if name != f"torch-onnx-{exporter}-{family}":  # a typo in the table cannot register a misnamed system
+        raise TypeError(f"exported system {name!r}: its row describes {f'torch-onnx-{exporter}-{family}'!r}")
     qualname = f"TorchExported_{family}_{exporter}"
     return type(qualname, (TorchExportedGated,), {
         "padded_configs": () if dynamo else GATED_PADDED_CONFIGS,
-        "name": f"torch-onnx-{exporter}-{family}", "cell": f"torch.onnx.export(nn.{family.upper()})",
+        "name": name, "cell": f"torch.onnx.export(nn.{family.upper()})",
         "family": family, "variant": "reset_after" if family == "gru" else "", "dynamo": dynamo,
         "max_steps": TorchOnnxDynamo.max_steps if dynamo else None,  # see TorchOnnxDynamo
         "requires": ("torch", "onnx", "onnxruntime") + (("onnxscript",) if dynamo else ()),
@@ -279,6 +281,7 @@ def _exported(family: str, dynamo: bool) -> type:
     })
 
 
-for _family in ("lstm", "gru"):
-    for _dynamo in (True, False):
-        _exported(_family, _dynamo)  # registers itself (frameworks.base.REGISTRY)
+# The exported LSTM and GRU systems, one row each, by their literal names (each registers itself).
+for _row in (("torch-onnx-dynamo-lstm", "lstm", True), ("torch-onnx-legacy-lstm", "lstm", False),
+             ("torch-onnx-dynamo-gru", "gru", True), ("torch-onnx-legacy-gru", "gru", False)):
+    _exported(*_row)

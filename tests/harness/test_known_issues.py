@@ -87,3 +87,14 @@ def test_a_test_naming_an_unknown_system_fails(load_system):
     with pytest.raises(pytest.fail.Exception, match="unknown system 'torch-lstmm'"):
         load_system("torch-lstmm")
 
+
+
+def test_every_system_name_is_written_where_it_is_defined():
+    """A search for a failing test's system name lands on its definition: the name, as a string literal,
+    in the module that defines the system (no name computed from pieces)."""
+    import inspect
+    import sys
+
+    computed = [name for name, cls in ADAPTERS.items()
+                if f'"{name}"' not in inspect.getsource(sys.modules[cls.__module__])]
+    assert not computed, computed
