@@ -172,7 +172,8 @@ def pytest_report_header(config):
 def pytest_generate_tests(metafunc):
     """Give each system x activation x dtype x case its own test id, only where the system applies.
 
-    ``system`` (any adapter) may come with ``g`` (activation, "default" for a gated cell),
+    ``system`` (any adapter) may come with ``activation_spec`` (reference.params: a vanilla cell's g,
+    a gated cell's "f,g,h" or "f,g", "default" for its defaults),
     ``dtype``, ``case`` (``harness.cases.cases_for``: the system's shapes and configurations),
     ``mutation_case`` and ``mutation`` (a deliberately wrong mapping the system declares).
     ``applies_to(predicate)`` keeps the systems whose class attributes make the test apply.
@@ -182,7 +183,7 @@ def pytest_generate_tests(metafunc):
     depth, seed = metafunc.config.stash[DESIGN]
     fixtures = metafunc.fixturenames
     if "system" in fixtures:
-        argnames = [a for a in ("system", "g", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
+        argnames = [a for a in ("system", "activation_spec", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
         marker = metafunc.definition.get_closest_marker("known_issues")
         scope = marker.args[0] if marker and marker.args else "reference"
         chosen = metafunc.definition.get_closest_marker("design")
@@ -193,7 +194,7 @@ def pytest_generate_tests(metafunc):
             # The table's rows this test can meet (harness.known_issues), for whole runs and padded batches.
             rows = {padded: rows_of(cls.name, scopes_of(scope, design, padded)) if marker else []
                     for padded in (False, True)}
-            # A case carries its activation; without cases, ``g`` runs over the system's activations.
+            # A case carries its activation; without cases, ``activation_spec`` runs over the system's activations.
             cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
             # What an upstream bug breaks is shown on the quick design (every level once), short of
             # full depth: a strict expected failure needs only to keep failing.
@@ -202,9 +203,9 @@ def pytest_generate_tests(metafunc):
             known = rows[False] or rows[True]
             broken = make_cases(cls, "quick", seed) if known and "case" in argnames and short else cases
 
-            def row_of(case, dtype, g=None):
+            def row_of(case, dtype, spec=None):
                 here = rows[case is not None and case.padding is not None]
-                return known_issue(here, cls.family, case.activation if case else g, dtype, case)
+                return known_issue(here, cls.family, case.activation if case else spec, dtype, case)
 
             if broken is not cases:  # a row the quick design never meets runs on the first case that meets it
                 met = {row_of(case, dtype) for case in broken for dtype in cls.dtypes}
@@ -217,12 +218,12 @@ def pytest_generate_tests(metafunc):
                     return case is None or case in (broken if row_of(case, dtype) else cases)
 
                 axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
-                        "g": [case.activation] if case else cls.activations,
+                        "activation_spec": [case.activation] if case else cls.activations,
                         "mutation_case": mutation_cases(cls, depth) if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
                 for values in itertools.product(*(axes[a] for a in argnames)):
                     named = dict(zip(argnames, values))
-                    row = row_of(case, named.get("dtype"), named.get("g")) if "dtype" in named else None
+                    row = row_of(case, named.get("dtype"), named.get("activation_spec")) if "dtype" in named else None
                     combos.append(_with_known_issue(cls, values, row))
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:

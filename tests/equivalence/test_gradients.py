@@ -44,7 +44,7 @@ def without_b_hn(adapter, expected, stack):
 @pytest.mark.design("gradients")
 @pytest.mark.applies_to(lambda cls: bool(cls.autodiff))
 @pytest.mark.known_issues
-def test_gradients_match_float64_backward_pass(adapter, g, dtype, case, record):
+def test_gradients_match_float64_backward_pass(adapter, activation_spec, dtype, case, record):
     actual, expected, bounds = run_gradients(adapter, case, dtype)
     comparison = compare_outputs(actual, expected, bounds, f"{adapter.describe()} gradients ({adapter.autodiff}) vs "
                                                            f"float64 backward pass, {case.describe(dtype)}")

@@ -80,13 +80,13 @@ def check_step(adapter, case, dtype, optimizer, record):
 @pytest.mark.design("optimizer")
 @pytest.mark.applies_to(lambda cls: bool(cls.optimizers))
 @pytest.mark.known_issues
-def test_one_sgd_step_matches_reference_step(adapter, g, dtype, case, record):
+def test_one_sgd_step_matches_reference_step(adapter, activation_spec, dtype, case, record):
     check_step(adapter, case, dtype, OPTIMIZERS["sgd"], record)
 
 
 @pytest.mark.design("optimizer")
 @pytest.mark.applies_to(lambda cls: bool(cls.optimizers))
-def test_one_adam_step_matches_reference_step(adapter, g, dtype, case, record):
+def test_one_adam_step_matches_reference_step(adapter, activation_spec, dtype, case, record):
     """Not marked with the systems' known issues: Adam's first step, w - lr g / (|g| + e), hardly
     depends on the gradient's relative error (its bound carries it through e / (|g| + e)^2), so a
     framework that computes a float64 run in float32 (Keras on jax and torch) may still take the

@@ -33,7 +33,7 @@ def against_reference(adapter, case, dtype, actual, expected=None, what=""):
 @pytest.mark.design("padded")
 @pytest.mark.applies_to(lambda cls: bool(cls.padded_configs))
 @pytest.mark.known_issues
-def test_padded_batch_matches_float64_reference(adapter, g, dtype, case, record):
+def test_padded_batch_matches_float64_reference(adapter, activation_spec, dtype, case, record):
     actual = run_padded(adapter, case, dtype)
     comparison = against_reference(adapter, case, dtype, actual)
     record("padded", adapter, dtype=dtype, **comparison.as_record())
@@ -60,7 +60,7 @@ def run_in_chunks(adapter, case, dtype, carry=True):
 @pytest.mark.design("chunked")
 @pytest.mark.applies_to(lambda cls: bool(cls.chunked_configs))
 @pytest.mark.known_issues
-def test_chunked_run_matches_whole_run(adapter, g, dtype, case, record):
+def test_chunked_run_matches_whole_run(adapter, activation_spec, dtype, case, record):
     outputs, comparison = run_in_chunks(adapter, case, dtype)
     record("chunked", adapter, dtype=dtype, **comparison.as_record())
     for actual in outputs:

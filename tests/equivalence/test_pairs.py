@@ -24,7 +24,7 @@ def test_systems_agree_with_each_other(adapters, pair_case, record):
 
 @pytest.mark.pair_with_source
 @pytest.mark.applies_to(lambda cls: cls.compare_with is not None)
-def test_exported_model_agrees_with_its_source(adapter, g, dtype, case, load_system, record):
+def test_exported_model_agrees_with_its_source(adapter, activation_spec, dtype, case, load_system, record):
     """An exported model against the framework module it was exported from, not only the reference."""
     source = load_system(adapter.compare_with)
     args = (case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)

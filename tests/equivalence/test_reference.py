@@ -11,7 +11,7 @@ from reference.params import CellParams
 
 
 @pytest.mark.known_issues
-def test_matches_float64_reference(adapter, g, dtype, case, record):
+def test_matches_float64_reference(adapter, activation_spec, dtype, case, record):
     actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
     expected = adapter.arrange(case.reference(), case.config)
     bounds = adapter.arrange(case.bound_vs_reference(dtype), case.config)
@@ -25,11 +25,12 @@ def test_matches_float64_reference(adapter, g, dtype, case, record):
 
 @pytest.mark.applies_to(lambda cls: cls.family == "rnn" and not cls.layer)
 @pytest.mark.known_issues("activation")
-def test_activation_accuracy_assumed_by_the_error_model(adapter, g, dtype):
+def test_activation_accuracy_assumed_by_the_error_model(adapter, activation_spec, dtype):
     """The error model assumes each library's g is within E_g of g (``activation_error``: 4 ulps of
     1.0 for tanh and sigmoid, 0 for relu and identity, four roundings of a|z| + b for a hard
     sigmoid). Check that on the framework's own cell: with W_hx = 1, W_hh = 0 and zero biases,
     every pre-activation is exact, so h = fl(g(x)) and its error is g's alone."""
+    g = activation_spec  # a vanilla cell's spec is its one activation, the lecture's g
     x = np.linspace(-12, 12, 24001).astype(np.float32).astype(dtype)  # exact float32 grid
     params = CellParams.rnn(W_hx=np.ones((1, 1), dtype), W_hh=np.zeros((1, 1), dtype),
                             b_x=np.zeros(1, dtype), b_h=np.zeros(1, dtype), activation=g)
