@@ -94,6 +94,7 @@ from functools import partial
 import numpy as np
 
 from reference.activations import BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope
+from reference.equations import STEPS as EQUATIONS
 from reference.params import CellParams
 from reference.stack import StackParams, drive
 
@@ -249,66 +250,9 @@ class Arithmetic:
         return Approx(a.value, a.error + roundings * self.u * extra)
 
 
-def _biases(p: CellParams, k: int, extra=()):
-    """Gate k's biases as separate terms of its sum (none for a bias-free cell)."""
-    if not p.has_bias:
-        return list(extra)
-    H = p.hidden_size
-    return [p.b_x[k * H:(k + 1) * H], p.b_h[k * H:(k + 1) * H], *extra]
-
-
-def rnn_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
-    pre_activation = ar.affine([(p.W_x, x), (p.W_h, state["h"])], _biases(p, 0))
-    return {"h": ar.act(p.activation, ar.clip(pre_activation, p.gate_clip))}
-
-
-def lstm_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
-    """``forget_bias``: a constant the cell adds to the f gate in its forward pass (TF1), which the
-    mapping folds out of the stored bias: two more roundings in that sum, counted as two more
-    terms of magnitude |forget_bias|."""
-    h, c = state["h"], state["c"]
-    f_act, g_act, h_act = p.gate_activations
-    W_x, W_h = np.split(p.W_x, 4), np.split(p.W_h, 4)
-    peep = np.split(p.peepholes, 3) if p.peepholes is not None else None
-    folded = [np.full(p.hidden_size, forget_bias), np.full(p.hidden_size, -forget_bias)] if forget_bias else []
-
-    def pre_activation(k, biases=(), diagonal=()):
-        return ar.clip(ar.affine([(W_x[k], x), (W_h[k], h)], _biases(p, k, biases), diagonal), p.gate_clip)
-
-    i = ar.act(f_act, pre_activation(0, diagonal=[(peep[0], c)] if peep else []))
-    f = ar.one_minus(i) if p.coupled_gates else ar.act(f_act, pre_activation(1, folded, [(peep[1], c)] if peep else []))
-    g = ar.act(g_act, pre_activation(2))
-    c = ar.clip(ar.add(ar.mul(f, c), ar.mul(i, g)), p.cell_clip)
-    o = ar.act(f_act, pre_activation(3, diagonal=[(peep[2], c)] if peep else []))
-    h = ar.mul(o, ar.act(h_act, ar.clip(c, p.gate_clip)))
-    if p.W_proj is not None:
-        h = ar.clip(ar.affine([(p.W_proj, h)], []), p.proj_clip)
-    return {"h": h, "c": c}
-
-
-def gru_step(ar: Arithmetic, p: CellParams, x: Approx, state: dict, forget_bias: float) -> dict:
-    """The update is written (1 - z) n + z h (PyTorch's docs, Keras) or n + z (h - n)
-    (PyTorch's fused kernel); the bound covers both."""
-    h = state["h"]
-    f_act, g_act = p.gate_activations
-    (W_xr, W_xz, W_xn), (W_hr, W_hz, W_hn) = np.split(p.W_x, 3), np.split(p.W_h, 3)
-    b_r, b_z, b_n = (_biases(p, k) for k in range(3))
-    r = ar.act(f_act, ar.clip(ar.affine([(W_xr, x), (W_hr, h)], b_r), p.gate_clip))
-    z = ar.act(f_act, ar.clip(ar.affine([(W_xz, x), (W_hz, h)], b_z), p.gate_clip))
-    if p.variant == "reset_after":
-        inner = ar.mul(r, ar.affine([(W_hn, h)], b_n[1:]))
-        n = ar.act(g_act, ar.clip(ar.add(ar.affine([(W_xn, x)], b_n[:1]), inner), p.gate_clip))
-    else:
-        n = ar.act(g_act, ar.clip(ar.affine([(W_xn, x), (W_hn, ar.mul(r, h))], b_n), p.gate_clip))
-    h_next = ar.add(ar.mul(ar.one_minus(z), n), ar.mul(z, h))
-    # Another order of the same update, n + z (h - n), propagates errors in n, z and h
-    # alike (same function, same derivatives) but rounds other intermediates: allow
-    # three more roundings of the largest of them.
-    other_order = 3 * ar.u * (np.abs(n.value) + np.abs(h.value) + np.abs(z.value * (h.value - n.value)))
-    return {"h": Approx(h_next.value, h_next.error + other_order)}
-
-
-STEPS = {"rnn": rnn_step, "lstm": lstm_step, "gru": gru_step}
+# The cell equations are reference.equations', the one definition: run here on ``Arithmetic``, each step's
+# value is the reference's and its error the bound (the tape is the backward pass's, unused here).
+STEPS = {family: (lambda step: lambda *args: step(*args)[0])(step) for family, step in EQUATIONS.items()}
 
 
 def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, state) -> dict:

@@ -9,7 +9,7 @@ The loss, the one every framework differentiates (tests/equivalence/test_gradien
 
 so dL/dr = C_r and every result's path back is exercised.
 
-Per step, the adjoint of the cell's equations (``reference.gated``, ``reference.cells``), on columns
+Per step, the adjoint of the cell's equations (``reference.equations``), on columns
 like them; a = the pre-activations, "d" the gradient of L, * elementwise:
 
     vanilla  h' = g(a)                      da = dh' * g'(a)
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.activations import activation, derivative
+from reference.equations import Exact, biases as _biases, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401
 from reference.cells import state_keys
 from reference.padding import Padding
 from reference.stack import StackParams, _concatenate, _stack, reading_plan
@@ -54,81 +54,12 @@ from reference.stack import StackParams, _concatenate, _stack, reading_plan
 RESULTS = ("output", "h_n", "c_n", "c_output")
 
 
-class Exact:
-    """The arithmetic of the reference: plain NumPy, no error carried; in float64, or in another dtype
-    (a float32 run of the same backward pass, which the tests hold to the bound)."""
-
-    def __init__(self, dtype=np.float64):
-        self.dtype = np.dtype(dtype)
-
-    def lift(self, array) -> np.ndarray:
-        return np.asarray(array, self.dtype)
-
-    def affine(self, products, biases=()):
-        total = sum(W @ v for W, v in products)
-        return total + sum(b[:, None] for b in biases) if biases else total
-
-    def act(self, g, a):
-        return activation(g)(a)
-
-    def slope(self, g, a):
-        return derivative(g)(a).astype(self.dtype)
-
-    def mul(self, a, b):
-        return a * b
-
-    def add(self, a, b, sign=1.0):
-        return a + sign * b
-
-    def one_minus(self, a):
-        return self.dtype.type(1.0) - a
-
-    def outer_sum(self, pairs):
-        return sum(c @ v.T for c, v in pairs)
-
-    def slack(self, a, roundings, *products):
-        return a  # another order of the same operations: only the bound cares
-
-
-def _block(tensor, k, H):
-    return tensor[k * H:(k + 1) * H]
-
-
-def _biases(p, k, side=None):
-    """Gate k's biases as terms of its sum: both, or one side's ("x", "h"); none without bias."""
-    if not p.has_bias:
-        return []
-    H = p.hidden_size
-    return {None: [_block(p.b_x, k, H), _block(p.b_h, k, H)], "x": [_block(p.b_x, k, H)],
-            "h": [_block(p.b_h, k, H)]}[side]
-
-
-# --- one step forward (keeping what the step back needs) and one step back -------------------------
-# forward(ar, p, x, state, forget_bias) -> (next state, tape)
+# --- one step back of each cell (the step forward, with its tape, is reference.equations') -------------
 # backward(ar, p, x, state, tape, d_next) -> (d_state, da_x (G*H, B), [(first row, last row, da_h, v), ...])
-
-def rnn_forward(ar, p, x, state, forget_bias):
-    a = ar.affine([(p.W_x, x), (p.W_h, state["h"])], _biases(p, 0))
-    return {"h": ar.act(p.activation, a)}, {"a": a}
-
 
 def rnn_backward(ar, p, x, state, tape, d):
     da = ar.mul(d["h"], ar.slope(p.activation, tape["a"]))
     return {"h": ar.affine([(p.W_h.T, da)])}, da, [(0, p.W_h.shape[0], da, state["h"])]
-
-
-def lstm_forward(ar, p, x, state, forget_bias):
-    """``forget_bias``: the constant TF1 adds to f, folded out of its stored bias (two more terms of
-    the sum, as in harness.tolerance.lstm_step; the values are the same)."""
-    H, (f_act, g_act, h_act) = p.hidden_size, p.gate_activations
-    h, c = state["h"], state["c"]
-    folded = [np.full(H, forget_bias), np.full(H, -forget_bias)] if forget_bias else []
-    a = [ar.affine([(_block(p.W_x, k, H), x), (_block(p.W_h, k, H), h)], _biases(p, k) + (folded if k == 1 else []))
-         for k in range(4)]
-    i, f, g, o = ar.act(f_act, a[0]), ar.act(f_act, a[1]), ar.act(g_act, a[2]), ar.act(f_act, a[3])
-    c_next = ar.add(ar.mul(f, c), ar.mul(i, g))
-    h_of_c = ar.act(h_act, c_next)
-    return {"h": ar.mul(o, h_of_c), "c": c_next}, dict(a=a, i=i, f=f, g=g, o=o, c_next=c_next, h_of_c=h_of_c)
 
 
 def lstm_backward(ar, p, x, state, tape, d):
@@ -142,28 +73,6 @@ def lstm_backward(ar, p, x, state, tape, d):
                        ar.mul(d_o, ar.slope(f_act, a[3]))], axis=0)  # o
     d_state = {"h": ar.affine([(p.W_h.T, da)]), "c": ar.mul(dc, f)}
     return d_state, da, [(0, p.W_h.shape[0], da, state["h"])]
-
-
-def gru_forward(ar, p, x, state, forget_bias):
-    H, (f_act, g_act) = p.hidden_size, p.gate_activations
-    h = state["h"]
-    W = lambda tensor, k: _block(tensor, k, H)
-    a_r = ar.affine([(W(p.W_x, 0), x), (W(p.W_h, 0), h)], _biases(p, 0))
-    a_z = ar.affine([(W(p.W_x, 1), x), (W(p.W_h, 1), h)], _biases(p, 1))
-    r, z = ar.act(f_act, a_r), ar.act(f_act, a_z)
-    tape = dict(a_r=a_r, a_z=a_z, r=r, z=z)
-    if p.variant == "reset_after":
-        tape["hidden_n"] = ar.affine([(W(p.W_h, 2), h)], _biases(p, 2, "h"))
-        a_n = ar.add(ar.affine([(W(p.W_x, 2), x)], _biases(p, 2, "x")), ar.mul(r, tape["hidden_n"]))
-    else:
-        tape["r_h"] = ar.mul(r, h)
-        a_n = ar.affine([(W(p.W_x, 2), x), (W(p.W_h, 2), tape["r_h"])], _biases(p, 2))
-    n = ar.act(g_act, a_n)
-    tape.update(a_n=a_n, n=n)
-    h_next = ar.add(ar.mul(ar.one_minus(z), n), ar.mul(z, h))
-    # Another order of the update, n + z (h - n) (PyTorch's fused kernel): other roundings of the
-    # same function, as in harness.tolerance.gru_step.
-    return {"h": ar.slack(h_next, 3, (n,), (h,), (z, h), (z, n))}, tape
 
 
 def gru_backward(ar, p, x, state, tape, d):
@@ -191,8 +100,7 @@ def gru_backward(ar, p, x, state, tape, d):
     return {"h": ar.add(dh, ar.mul(dh_next, z))}, da_x, hidden_side
 
 
-STEPS = {"rnn": (rnn_forward, rnn_backward), "lstm": (lstm_forward, lstm_backward),
-         "gru": (gru_forward, gru_backward)}
+STEPS = {"rnn": (rnn_step, rnn_backward), "lstm": (lstm_step, lstm_backward), "gru": (gru_step, gru_backward)}
 
 
 # --- a stack: layers, directions, padded batches -------------------------------------------------
