@@ -29,13 +29,14 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from dataclasses import replace
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from frameworks.mapping import (  # noqa: F401  (re-exported: the adapters' modules import them from here)
     Mapping, Native, NativeSpec, check_native, gates_text, reorder_gates, without_held_zero_biases,
 )
+from frameworks.plan import TestPlan
 from reference.cells import state_keys
 from reference.config import CELL, NO_BIAS, LayerConfig  # noqa: F401  (re-exported)
 from reference.padding import Padding
@@ -73,39 +74,18 @@ class Runner(Protocol):
 RUNNER_METHODS = tuple(name for name in Runner.__dict__ if not name.startswith("_"))
 
 
-class Adapter(Mapping):
+class Adapter(TestPlan, Mapping):
+    """A system: its mapping (``Mapping``), what it is checked on (``TestPlan``), and its runner, here."""
+
     distributions: tuple[str, ...] = ()  # pip distributions whose versions identify what was run
     requires: tuple[str, ...] = ()  # top-level modules the adapter imports
     # Environment the framework must be imported under (Keras's backend); where this
     # process differs, frameworks.load runs the framework in a child process.
     process_env: dict[str, str] = {}
-    # The activations the system is compared on (reference.params: a vanilla cell's g, or a gated
-    # cell's "f,g,h" / "f,g"); a gated system's default: (GATED,), set on registration.
-    activations: tuple[str, ...] = ("tanh", "relu", "sigmoid", "identity")
-    # The options sets the system is compared on, "+"-joined names from reference.params.OPTIONS
-    # ("" none); ``mutation_options``: the set the mutation case uses (where the mutations of
-    # option weights apply). An option outside every set is refused by name (check_params).
-    options: tuple[str, ...] = ("",)
-    mutation_options: str = ""
-    dtypes: tuple[str, ...] = ("float32", "float64")
-    configs: tuple[LayerConfig, ...] = (CELL,)
-    mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
-    layout_config: LayerConfig = CELL  # the configuration ``own_weight_shapes`` builds
-    # Deliberately wrong mappings, each expressed on the native weights, that
-    # the suite must detect; see tests/equivalence/test_mutations.py.
-    mutations: dict[str, Callable[[Native], Native]] = {}
-    # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
-    max_steps: int | None = None
-    compare_with: str | None = None  # an exported model: the system it was exported from
-    # Padded batches (reference.padding): the configurations the system is compared on with mixed
-    # lengths (with the system's own options, e.g. ("enforce_sorted", False)), the sides of padding
-    # it takes, and its name for the lengths. A system with none refuses a padded batch.
-    padded_configs: tuple[LayerConfig, ...] = ()
+    # Padded batches (reference.padding): the sides of padding the system takes (``TestPlan.padded_configs``
+    # says in which configurations it is compared), and its name for the lengths.
     padding_sides: tuple[str, ...] = ("post",)
     lengths_name: str = "lengths"
-    # Chunked runs: configurations in which a sequence is run in several calls, each starting from
-    # the state the previous call returned (``returned_state``, or the system's own carry).
-    chunked_configs: tuple[LayerConfig, ...] = ()
     # Gradients (tests/equivalence/test_gradients.py): the framework's own automatic differentiation, by
     # name ("torch.autograd", "tf.GradientTape", "jax.vjp"); "" for a system without one (the NumPy
     # formulas, ONNX runtimes, exported graphs), which the gradient tests leave out by name.

@@ -25,7 +25,6 @@ declared as class attributes; ``convert`` refuses, by name, what the target cann
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 

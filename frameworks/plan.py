@@ -1,0 +1,42 @@
+"""What each system is checked on, declared as data: the test plan.
+
+A system's class sets these beside its mapping and its runner; the tests read them (harness.cases
+makes each system's cases from them, conftest.py parametrises over them). Nothing here runs a
+framework. The known upstream bugs a test meets are not part of a system's plan: they are rows of
+the one table, harness.known_issues.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from frameworks.mapping import Native
+from reference.config import CELL, LayerConfig
+
+
+class TestPlan:
+    __test__ = False  # not a pytest test class
+    # The activations the system is compared on (reference.params: a vanilla cell's g, or a gated
+    # cell's "f,g,h" / "f,g"); a gated system's default: (GATED,), set on registration.
+    activations: tuple[str, ...] = ("tanh", "relu", "sigmoid", "identity")
+    # The options sets the system is compared on, "+"-joined names from reference.params.OPTIONS
+    # ("" none); ``mutation_options``: the set the mutation case uses (where the mutations of
+    # option weights apply). An option outside every set is refused by name (check_params).
+    options: tuple[str, ...] = ("",)
+    mutation_options: str = ""
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    configs: tuple[LayerConfig, ...] = (CELL,)
+    mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
+    layout_config: LayerConfig = CELL  # the configuration ``own_weight_shapes`` builds
+    # Deliberately wrong mappings, each expressed on the native weights, that
+    # the suite must detect; see tests/equivalence/test_mutations.py.
+    mutations: dict[str, Callable[[Native], Native]] = {}
+    # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
+    max_steps: int | None = None
+    compare_with: str | None = None  # an exported model: the system it was exported from
+    # Padded batches: the configurations the system is compared on with mixed lengths (with the
+    # system's own options, e.g. ("enforce_sorted", False)). A system with none refuses a padded batch.
+    padded_configs: tuple[LayerConfig, ...] = ()
+    # Chunked runs: configurations in which a sequence is run in several calls, each starting from
+    # the state the previous call returned (``returned_state``, or the system's own carry).
+    chunked_configs: tuple[LayerConfig, ...] = ()
