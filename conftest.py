@@ -95,6 +95,8 @@ def pytest_configure(config):
         "in this scope as strict xfails",
     )
     config.addinivalue_line(
+        "markers", "not_where_known: generate the test only where no known upstream bug (harness.known_issues) applies")
+    config.addinivalue_line(
         "markers", "known_issue(row): the row of harness.known_issues a strict xfail stands for (set by the parametrisation)")
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
@@ -185,6 +187,10 @@ def pytest_generate_tests(metafunc):
     if "system" in fixtures:
         argnames = [a for a in ("system", "activation_spec", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
         marker = metafunc.definition.get_closest_marker("known_issues")
+        # not_where_known: where a known issue applies the test cannot say anything (Adam's step hides a
+        # float32 run in float64), so those cases are not generated, rather than skipped.
+        excluded = metafunc.definition.get_closest_marker("not_where_known") is not None
+        marker = marker or (pytest.mark.known_issues.mark if excluded else None)
         scope = marker.args[0] if marker and marker.args else "reference"
         chosen = metafunc.definition.get_closest_marker("design")
         design = chosen.args[0] if chosen else "whole"
@@ -208,23 +214,31 @@ def pytest_generate_tests(metafunc):
                 return known_issue(here, cls.family, case.activation if case else spec, dtype, case)
 
             if broken is not cases:  # a row the quick design never meets runs on the first case that meets it
-                met = {row_of(case, dtype) for case in broken for dtype in cls.dtypes}
+                met = {row_of(case, dtype) for case in broken for dtype in case.runs_in(cls.dtypes)}
                 for row in {*rows[False], *rows[True]} - met:
-                    first = next((case for case in cases if any(row_of(case, d) == row for d in cls.dtypes)), None)
+                    first = next((case for case in cases if any(row_of(case, d) == row for d in case.runs_in(cls.dtypes))),
+                                 None)
                     broken = broken + [first] if first is not None else broken
 
             for case in dict.fromkeys(cases + broken):
                 def runs(dtype, case=case):
                     return case is None or case in (broken if row_of(case, dtype) else cases)
 
-                axes = {"system": [cls.name], "dtype": [d for d in cls.dtypes if runs(d)], "case": [case],
+                dtypes = case.runs_in(cls.dtypes) if case is not None else cls.dtypes  # the design's dtype factor
+                if excluded:
+                    dtypes = [d for d in dtypes if not row_of(case, d)]
+                axes = {"system": [cls.name], "dtype": [d for d in dtypes if runs(d)], "case": [case],
                         "activation_spec": [case.activation] if case else cls.activations,
-                        "mutation_case": mutation_cases(cls, depth) if "mutation_case" in argnames else [None],
+                        # Every mutation on the square case, where only values can give it away; a non-square
+                        # one too (where shapes may refuse it) at full depth.
+                        "mutation_case": mutation_cases(cls, depth if depth == "full" else "quick")
+                        if "mutation_case" in argnames else [None],
                         "mutation": list(cls.mutations)}
-                for values in itertools.product(*(axes[a] for a in argnames)):
+                products = itertools.product(*(axes[a] for a in argnames))
+                for values in products:
                     named = dict(zip(argnames, values))
                     row = row_of(case, named.get("dtype"), named.get("activation_spec")) if "dtype" in named else None
-                    combos.append(_with_known_issue(cls, values, row))
+                    combos.append(_with_known_issue(cls, values, None if excluded else row))
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:
         combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}",

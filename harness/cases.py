@@ -42,6 +42,13 @@ class Case:
     padding: Padding | None = None  # a padded batch: each element's real steps
     padded_output: str = "zeros"  # what the system reports on a padded step (reference.padding)
     chunks: tuple[int, ...] = ()  # a chunked run: the steps of each call
+    # The dtypes the case runs in, where the design made dtype a factor (quick and default depth); ()
+    # every dtype of the system (full depth). Not part of the case's data, reference or bound.
+    dtypes: tuple[str, ...] = ()
+
+    def runs_in(self, dtypes) -> tuple[str, ...]:
+        """Those of a system's ``dtypes`` this case runs in."""
+        return tuple(d for d in dtypes if not self.dtypes or d in self.dtypes)
 
     def __str__(self) -> str:
         shape = f"I{self.input_size}-H{self.hidden_size}-B{self.batch}-T{self.steps}-seed{self.seed}"
@@ -111,11 +118,11 @@ class Case:
 
     def reference(self) -> dict:
         """The float64 reference's canonical results (``reference.stack.drive``'s keys)."""
-        return _reference(self)
+        return _reference(_data(self))
 
     def bound(self, dtype: str) -> dict:
         """Bound on |computed in ``dtype`` - exact| for every canonical result."""
-        return _bound(self, dtype)
+        return _bound(_data(self), dtype)
 
     def bound_vs_reference(self, dtype: str) -> dict:
         """Allowed |computed in dtype - float64 reference|: both carry rounding error."""
@@ -138,7 +145,7 @@ class Case:
         """Per chunk, the reference's results and the allowed |computed in dtype - reference|,
         each chunk from the state the one before ended in
         (``harness.tolerance.chunked_reference_and_bound``)."""
-        return _chunk_references(self, dtype)
+        return _chunk_references(_data(self), dtype)
 
 
 # The factors every system is compared over, beside its own activations and configurations:
@@ -150,33 +157,55 @@ STEPS = (1, 50)
 INITIAL_STATE = (True, False)
 
 
-def factors(adapter) -> dict[str, tuple]:
-    """The levels of every factor for a system (an adapter or its class), dtype aside: each case
-    runs in every dtype the system supports."""
+def factors(adapter, depth: str = "full") -> dict[str, tuple]:
+    """The levels of every factor for a system (an adapter or its class). The dtype is a factor of the
+    design at quick and default depth (every pair of a dtype and any other level still occurs at
+    default); at full depth every case runs in every dtype the system supports."""
     configs = tuple(dict.fromkeys(replace(c, initial_state=True) for c in adapter.configs))
-    return {"activation": tuple(adapter.activations), "options": tuple(adapter.options), "config": configs,
-            "shape": SHAPES, "batch": BATCHES,
-            "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)), "initial_state": INITIAL_STATE}
+    levels = {"activation": tuple(adapter.activations), "options": tuple(adapter.options), "config": configs,
+              "shape": SHAPES, "batch": BATCHES,
+              "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)), "initial_state": INITIAL_STATE}
+    return levels if depth == "full" else {**levels, "dtype": tuple(adapter.dtypes)}
+
+
+# At default depth every (system, dtype) row of the report keeps at least this many whole-sequence cases.
+MIN_CASES_PER_DTYPE = 3
 
 
 def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """The cases a system is compared on at ``depth`` (``harness.depth``); ``seed`` offsets every
     case's seed, so another seed draws other weights and data for the same design."""
+    rows = design(factors(adapter, depth), depth)
+    if depth == "default":  # a dtype the covering design gave fewer rows takes the first rows of the others
+        for dtype in adapter.dtypes:
+            mine = [row for row in rows if row["dtype"] == dtype]
+            others = [row for row in rows if row["dtype"] != dtype]
+            rows += [{**row, "dtype": dtype} for row in others[:max(0, MIN_CASES_PER_DTYPE - len(mine))]]
     cases = []
-    for i, row in enumerate(design(factors(adapter), depth)):
+    for i, row in enumerate(rows):
         config = replace(row["config"], initial_state=row["initial_state"])
         (I, H) = row["shape"]
         cases.append(case_of(adapter, I, H, row["batch"], row["steps"], seed * 10_000 + i, config,
-                             activation=row["activation"], options=row["options"]))
+                             activation=row["activation"], options=row["options"],
+                             dtypes=(row["dtype"],) if "dtype" in row else ()))
     return cases
+
+
+def in_turn(cases: list[Case], adapter, depth: str) -> list[Case]:
+    """Short of full depth, a capability's cases take the system's dtypes in turn (every level once);
+    fewer cases than dtypes run in every dtype."""
+    dtypes = tuple(adapter.dtypes)
+    if depth == "full" or len(cases) < len(dtypes):
+        return cases
+    return [case.with_(dtypes=(dtypes[i % len(dtypes)],)) for i, case in enumerate(cases)]
 
 
 def pair_cases(anchor, other, depth: str = "default", seed: int = 0) -> list[Case]:
     """Two cells against each other: the other system's long-sequence cases (which its reference test
     ran too, so an exported model is reused), one per activation and options set both support; every
     one at full depth."""
-    cases = [c.with_(zero_b_hn=c.zero_b_hn or anchor.zero_b_hn)  # b_hn = 0 where either cannot hold it
-             for c in cases_for(other, depth, seed)
+    cases = [c.with_(zero_b_hn=c.zero_b_hn or anchor.zero_b_hn, dtypes=())  # b_hn = 0 where either cannot hold it
+             for c in sorted(cases_for(other, depth, seed), key=lambda c: "float32" not in c.runs_in(("float32",)))
              if c.steps > 1 and c.activation in anchor.activations and c.options in anchor.options]
     if depth == "full":
         return cases
@@ -192,7 +221,7 @@ MUTATION_STEPS = 5
 
 
 def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, activation=None, padding=None,
-            chunks=(), options="") -> Case:
+            chunks=(), options="", dtypes=()) -> Case:
     """A case of what a system (an adapter or its class) computes: its family member, the constants
     its mapping folds, the order it reads in, what it reports on padded steps; the activation its
     first one unless given."""
@@ -201,7 +230,8 @@ def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, a
                 options=options,
                 zero_b_hn=adapter.zero_b_hn, forget_bias=adapter.forget_bias,
                 reversed_inputs=adapter.reads_reversed(config), padding=padding,
-                padded_output=adapter.padded_output(config) if padding else "zeros", chunks=tuple(chunks))
+                padded_output=adapter.padded_output(config) if padding else "zeros", chunks=tuple(chunks),
+                dtypes=tuple(dtypes))
 
 
 # Padded batches: a length-1 element and a full-length one among four, unsorted (sorted, longest
@@ -225,7 +255,7 @@ def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
         lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
         cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
                              padding=Padding(lengths, side)))
-    return cases
+    return in_turn(cases, adapter, depth)
 
 
 def padded_right_in_float32(adapter) -> bool:
@@ -251,8 +281,8 @@ def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     else:
         n = 1 if depth == "quick" else max(len(configs), 2)
         rows = [(configs[i % len(configs)], CHUNKINGS[i % 2]) for i in range(n)] if configs else []
-    return [case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
-            for i, (config, chunks) in enumerate(rows)]
+    return in_turn([case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
+                    for i, (config, chunks) in enumerate(rows)], adapter, depth)
 
 
 # Options changed or dropped the way converters get them wrong: six steps, where each of the suite's
@@ -268,8 +298,9 @@ def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
                                                           if set(o.split("+")) - {"", "projection"}]
     rows = rows[:1] if depth == "quick" else rows
     shapes = SHAPES if depth == "full" else SHAPES[1:]
-    return [case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config, activation=g,
-                    options=o) for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))]
+    return in_turn([case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config,
+                            activation=g, options=o) for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))],
+                   adapter, depth)
 
 
 # Gradients: a sequence of eight steps (errors carried back through time as through the forward pass),
@@ -300,7 +331,7 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
     cases += [case_of(adapter, *SHAPES[1], len(LENGTHS), PADDED_STEPS, seed * 10_000 + 950 + i,
                       replace(config, initial_state=True), padding=Padding(lengths(config), side))
               for i, (config, side) in enumerate(padded)]
-    return cases
+    return in_turn(cases, adapter, depth)
 
 
 def optimizer_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
@@ -322,6 +353,11 @@ def mutation_cases(adapter, depth: str = "default") -> list[Case]:
 # A case's reference and bounds do not depend on the system or the dtype it runs in: computed once
 # per process, they serve the float32 and float64 tests of a case, every system whose design has
 # that case (the LSTM cells of all frameworks share theirs), and its pair tests. Read-only.
+def _data(case: Case) -> Case:
+    """The case as its data: which dtypes it runs in changes neither its reference nor its bounds."""
+    return replace(case, dtypes=()) if case.dtypes else case
+
+
 @lru_cache(maxsize=None)
 def _reference(case: Case) -> dict:
     return _read_only(run_stack(case.stack(), case._read(case.inputs()), case.state(), case._read_padding(),

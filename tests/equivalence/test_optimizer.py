@@ -15,7 +15,6 @@ from harness.cases import gradient_cases
 from harness.compare import assert_within_bound, compare, compare_outputs
 from harness.detection import ORDERS_OF_MAGNITUDE
 from harness.gradients import flatten, names, reference_gradients
-from harness.known_issues import known_issue, rows_of
 from harness.tolerance import optimizer_step_bound
 from reference.optimizers import effective_epsilon, epsilon_for, step, stored
 from reference.stack import StackParams
@@ -86,15 +85,14 @@ def test_one_sgd_step_matches_reference_step(adapter, activation_spec, dtype, ca
 
 @pytest.mark.design("optimizer")
 @pytest.mark.applies_to(lambda cls: bool(cls.optimizers))
+@pytest.mark.not_where_known
 def test_one_adam_step_matches_reference_step(adapter, activation_spec, dtype, case, record):
-    """Not marked with the systems' known issues: Adam's first step, w - lr g / (|g| + e), hardly
+    """Not generated where a known issue applies: Adam's first step, w - lr g / (|g| + e), hardly
     depends on the gradient's relative error (its bound carries it through e / (|g| + e)^2), so a
     framework that computes a float64 run in float32 (Keras on jax and torch) may still take the
     float64 step within the bound, and a strict expected failure would pass. Where such a bug is
-    known, the SGD step holds it as a strict expected failure, and this one is skipped, saying so."""
-    row = known_issue(rows_of(adapter.name, ("reference",)), adapter.family, case.activation, dtype, case)
-    if row:
-        pytest.skip(f"known issue of the forward pass and gradients (a strict xfail of the SGD step): {row.reason}")
+    known, the SGD step holds it as a strict expected failure, and this one is not generated (the
+    README's known differences say so)."""
     check_step(adapter, case, dtype, OPTIMIZERS["adam"], record)
 
 
