@@ -56,6 +56,11 @@ def pytest_addoption(parser):
         help=f"offsets every case's seed: other weights and data for the same design (default: ${SEED_VAR}, else 0)",
     )
     parser.addoption(
+        "--equivalence-summary", default="compact", choices=("compact", "full"),
+        help="the summary at the end of the run: compact, one line per framework, each finding and known issue "
+             "once (default); full, the table per system and dtype (the report file has it too)",
+    )
+    parser.addoption(
         "--equivalence-report", default=None, metavar="DIR",
         help="write the run's equivalence report to DIR/equivalence.json and DIR/EQUIVALENCE.md",
     )
@@ -103,7 +108,7 @@ def pytest_configure(config):
         _share_exports(config)
         config.pluginmanager.register(
             Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
-                    seed=seed),
+                    seed=seed, mode=config.getoption("--equivalence-summary")),
             "rnn-equivalence-summary")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)

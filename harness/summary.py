@@ -135,8 +135,9 @@ class Row:
 class Summary:
     """A pytest plugin, registered on the controller only: gathers records, prints the table."""
 
-    def __init__(self, report_dir=None, names=(), depth="default", seed=0):
+    def __init__(self, report_dir=None, names=(), depth="default", seed=0, mode="compact"):
         self.report_dir, self.names, self.depth, self.seed = report_dir, tuple(names), depth, seed
+        self.mode = mode  # "compact": one screen (render_compact); "full": the table per system and dtype
         self.systems: dict[tuple[str, str], Row] = {}
         self.pairs: dict[tuple[str, str], Row] = {}
         self.non_equivalences: list[dict] = []
@@ -170,21 +171,90 @@ class Summary:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.systems or self.pairs or self.non_equivalences:
             terminalreporter.section("equivalence summary")
-            self.render(terminalreporter.write_line)
+            (self.render if self.mode == "full" else self.render_compact)(terminalreporter.write_line)
         if self.report_dir:
             from harness.report import write
 
             where = write(self, self.names, self.report_dir)
             terminalreporter.write_line(f"equivalence report: {where / 'EQUIVALENCE.md'}, {where / 'equivalence.json'}")
 
-    def render(self, write_line) -> None:
-        """The table people read, in WIDTH columns: rows grouped by family, versions named once."""
-        if not self.systems and not self.pairs and not self.non_equivalences:
-            return
+    def _complete_rows(self) -> None:
         for row in self.systems.values():  # rows holding only known issues lack these
             twin = next((r for r in self.systems.values() if r.system == row.system and r.cell), row)
             row.cell, row.versions = row.cell or twin.cell, row.versions or twin.versions
             row.family = row.family or twin.family
+
+    def render_compact(self, write_line) -> None:
+        """One screen (WIDTH columns, about 50 lines with every system): one line per framework, its worst
+        err/bound per family member across every capability and dtype; each finding once with the systems
+        it concerns; each known upstream issue on one line. The table per system and dtype is the report
+        file's (``--equivalence-report``), or ``--equivalence-summary=full``."""
+        if not self.systems and not self.pairs and not self.non_equivalences:
+            return
+        self._complete_rows()
+        write_line(f"Depth {self.depth}, seed {self.seed}. Worst err/bound (error as a fraction of the bound of "
+                   "harness/tolerance.py,")
+        write_line("<= 1 equivalent) over every case, capability (whole, padded, chunked, gradients, step) and "
+                   "dtype; * known issues.")
+        versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
+        _wrap(write_line, "Versions: " + ", ".join(versions))
+        groups: dict[str, dict[str, list]] = {}
+        for row in self.systems.values():
+            groups.setdefault(framework_of(row.system), {}).setdefault(row.family or "?", []).append(row)
+        families = sorted({family for by_family in groups.values() for family in by_family}, key=_family_order)
+        rows = [("framework", "systems", "cases", *(_short_family(f) for f in families), "caught", "verdict")]
+        for framework, by_family in groups.items():
+            members = [row for family_rows in by_family.values() for row in family_rows]
+            cells = [_worst_text(by_family.get(family, [])) for family in families]
+            caught, total = sum(r.mutations_caught for r in members), sum(r.mutations for r in members)
+            rows.append((framework, str(len({r.system for r in members})),
+                         str(sum(r.cases + r.known_cases + sum(getattr(r, k).cases for k in RUN_KINDS)
+                                 for r in members)),
+                         *cells, f"{caught}/{total}" if total else "-", _worst_verdict(members)))
+        write_line("")
+        _table(rows, write_line)
+        if self.pairs:
+            worst = max(self.pairs.values(), key=lambda r: r.worst_ratio)
+            bad = sorted(row.system for row in self.pairs.values() if row.verdict != "equivalent")
+            write_line("")
+            _wrap(write_line, f"Pairs (each cell against its family member's anchor, bound: the sum of both): "
+                              f"{len(self.pairs)}, worst diff/bound {worst.worst_ratio:.3f} ({worst.system}); "
+                              + (f"NOT equivalent: {', '.join(bad)}" if bad else "all equivalent."))
+        findings: dict[str, list] = {}
+        for r in self.non_equivalences:
+            findings.setdefault(_generic(r["reason"], r["system"]), []).append(r["system"])
+        known: dict[str, set] = {}
+        for row in self.systems.values():
+            for reason in row.known_issues:
+                known.setdefault(reason, set()).add((row.system, row.dtype))
+        # What is left of the screen after the table and the known issues goes to the findings, most
+        # systems first; the rest are counted (the report lists every one).
+        room = SCREEN_LINES - len(rows) - 1 - 8 - (len(known) + 2 if known else 0) - 2
+        if findings:
+            write_line("")
+            write_line(f"Proved non-equivalences (same weights, different functions), each once, with its systems "
+                       f"({len(findings)}):")
+            ordered = sorted(findings.items(), key=lambda item: (-len(set(item[1])), item[0]))
+            shown = ordered if len(ordered) <= room else ordered[:max(room - 1, 1)]
+            for reason, systems in shown:
+                _one_line(write_line, reason, sorted(set(systems)))
+            if len(shown) < len(ordered):
+                write_line(f"  ... and {len(ordered) - len(shown)} more findings: the report lists every one.")
+        if known:
+            write_line("")
+            write_line("Known upstream issues (strict expected failures; full text and links in the report):")
+            for reason, where in sorted(known.items(), key=lambda item: (-len(item[1]), item[0])):
+                systems = sorted({system for system, _ in where})
+                dtypes = "/".join(sorted({dtype for _, dtype in where}))
+                _one_line(write_line, f"[{dtypes}] {reason.split(';')[0]}", systems)
+        write_line("")
+        write_line("Per system and dtype: --equivalence-summary=full, or the report (--equivalence-report=DIR).")
+
+    def render(self, write_line) -> None:
+        """The table per system and dtype, in WIDTH columns: rows grouped by family, versions named once."""
+        if not self.systems and not self.pairs and not self.non_equivalences:
+            return
+        self._complete_rows()
         _wrap(write_line, f"Depth {self.depth}, seed {self.seed}. Each case compares every output (h, and c for an "
                           "LSTM) with the float64 NumPy reference; 'err/bound' is the largest error as a fraction "
                           "of the bound derived in harness/tolerance.py (equivalent when <= 1); 'padded' and "
@@ -242,7 +312,75 @@ class Summary:
 
 
 WIDTH = 120
+SCREEN_LINES = 60  # the compact summary's height at most (tests/harness/test_summary.py)
 _FAMILY_TITLES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
+_FAMILY_SUFFIXES = ("-rnn", "-lstm", "-gru", "-reset-before")
+_VERDICT_ORDER = ("NOT equivalent", "FAILED", "UNPROVEN", "NOT equivalent where noted below", "not compared",
+                  "equivalent")
+
+
+def framework_of(system: str) -> str:
+    """A system's framework as the summary groups it: its name without the family and layer suffixes
+    ("keras-jax-gru-reset-before-rnn" -> "keras-jax", "torch-onnx-dynamo-lstm" -> "torch-onnx-dynamo")."""
+    name = system
+    while name.endswith(_FAMILY_SUFFIXES):
+        name = name[:name.rindex("-")] if not name.endswith("-reset-before") else name[:-len("-reset-before")]
+    return name
+
+
+def _short_family(family: str) -> str:
+    return family.replace("gru (reset_after)", "gru").replace("gru (reset_before)", "gru-before")
+
+
+def _worst_text(rows) -> str:
+    """The worst err/bound of some rows over every capability, '*' where known issues were met, '!' where
+    a row is not equivalent; '-' for none."""
+    if not rows:
+        return "-"
+    worst = max(max(r.worst_ratio, *(getattr(r, k).worst_ratio for k in RUN_KINDS)) for r in rows)
+    measured = any(r.cases or any(getattr(r, k).cases for k in RUN_KINDS) for r in rows)
+    text = f"{worst:.3f}" if measured else "-"
+    if any(r.verdict.startswith(("NOT equivalent", "FAILED", "UNPROVEN")) and not r.verdict.endswith("noted below")
+           for r in rows):
+        text += "!"
+    elif any(r.known_issues for r in rows):
+        text += "*"
+    return text
+
+
+def _worst_verdict(rows) -> str:
+    verdicts = [r.verdict for r in rows]
+    for verdict in _VERDICT_ORDER:
+        hit = [v for v in verdicts if v == verdict or v.startswith(verdict + ":")]
+        if hit:
+            if verdict == "NOT equivalent where noted below":
+                return "equivalent but known issues*"
+            return hit[0] if verdict != "FAILED" else f"FAILED: {sum(int(v.split()[1]) for v in hit)} test(s)"
+    return "-"
+
+
+def _generic(reason: str, system: str) -> str:
+    """A finding without the one system it was measured on, so that it is said once for all of them."""
+    return reason.replace(f"{system} ", "", 1) if reason.startswith(f"{system} ") else reason
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1].rstrip() + "…"
+
+
+def _one_line(write_line, text: str, systems) -> None:
+    """``text``, clipped to what the line leaves it, then its systems, as many as fit, the rest counted:
+    one line of WIDTH columns at most."""
+    first = systems[0] + (f", +{len(systems) - 1} more" if len(systems) > 1 else "")
+    text = _clip(text, max(WIDTH - len(first) - 8, 40))
+    listed = [systems[0]]
+    for name in systems[1:]:
+        more = len(systems) - len(listed) - 1
+        if len(f"  {text}: {', '.join(listed + [name])}" + (f", +{more} more" if more else "")) > WIDTH:
+            break
+        listed.append(name)
+    more = len(systems) - len(listed)
+    write_line(f"  {text}: {', '.join(listed)}" + (f", +{more} more" if more else ""))
 
 
 def _family_order(family: str):

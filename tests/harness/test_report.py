@@ -19,7 +19,7 @@ def test_summary_and_report_of_an_xdist_run(tmp_path):
     """The table survives xdist, the header names versions, and the report is valid and agrees."""
     import jsonschema
 
-    code, out = run_pytest("-n", "2", "--frameworks=numpy-split,numpy-concat",
+    code, out = run_pytest("-n", "2", "--frameworks=numpy-split,numpy-concat", "--equivalence-summary=full",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            "tests/equivalence/test_mutations.py", "tests/equivalence/test_exact.py",
                            "tests/equivalence/test_pairs.py")
@@ -52,7 +52,7 @@ def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
     """A system whose tests fail is never reported equivalent; the report says which tests failed."""
     import jsonschema
 
-    code, out = run_pytest("-p", "harness.break_mapping", "--frameworks=numpy-split",
+    code, out = run_pytest("-p", "harness.break_mapping", "--frameworks=numpy-split", "--equivalence-summary=full",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed"})
     assert code == pytest.ExitCode.TESTS_FAILED, out
@@ -89,6 +89,7 @@ def test_a_disagreement_is_reported_not_a_crash(tmp_path, require_system):
     NOT equivalent, the run ends in exit code 1 (not an INTERNALERROR), and the report is written."""
     require_system("torch")  # the child run is about torch's cell and layer
     code, out = run_pytest("-p", "tests.harness.perturb", "--frameworks=torch,torch-rnn,numpy-split",
+                           "--equivalence-summary=full",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "torch,torch-rnn=0.001"})
     assert code == pytest.ExitCode.TESTS_FAILED, out
@@ -104,6 +105,7 @@ def test_a_disagreement_is_reported_not_a_crash(tmp_path, require_system):
 
 def test_an_adapter_that_raises_is_reported_failed(tmp_path):
     code, out = run_pytest("-p", "tests.harness.perturb", "--frameworks=numpy-split,numpy-concat",
+                           "--equivalence-summary=full",
                            f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
                            "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "numpy-concat=raise"})
     assert code == pytest.ExitCode.TESTS_FAILED, out
