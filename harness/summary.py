@@ -192,6 +192,12 @@ class Summary:
         if not self.systems and not self.pairs and not self.non_equivalences:
             return
         self._complete_rows()
+        written = []  # the lines so far: what is left of the screen goes to the findings
+
+        def write_line(line, _write=write_line):
+            written.append(line)
+            _write(line)
+
         write_line(f"Depth {self.depth}, seed {self.seed}. Worst err/bound (error as a fraction of the bound of "
                    "harness/tolerance.py,")
         write_line("<= 1 equivalent) over every case, capability (whole, padded, chunked, gradients, step) and "
@@ -229,7 +235,7 @@ class Summary:
                 known.setdefault(reason, set()).add((row.system, row.dtype))
         # What is left of the screen after the table and the known issues goes to the findings, most
         # systems first; the rest are counted (the report lists every one).
-        room = SCREEN_LINES - len(rows) - 1 - 8 - (len(known) + 2 if known else 0) - 2
+        room = SCREEN_LINES - len(written) - 2 - (len(known) + 2 if known else 0) - 2
         if findings:
             write_line("")
             write_line(f"Proved non-equivalences (same weights, different functions), each once, with its systems "

@@ -18,7 +18,8 @@ def records_of_a_run(broken=()):
     records = []
     for name, cls in ADAPTERS.items():
         family = cls.family + (f" ({cls.variant})" if cls.variant else "")
-        base = {"system": name, "cell": cls.cell, "versions": "numpy 2.4.6", "family": family}
+        versions = ", ".join(f"{d} {i}.{i + 1}.{i + 2}" for i, d in enumerate(("numpy", *cls.distributions)))
+        base = {"system": name, "cell": cls.cell, "versions": versions, "family": family}
         for dtype in cls.dtypes:
             ratio = 1e3 if name in broken else float(rng.uniform(0.01, 0.5))
             for _ in range(4):
@@ -34,6 +35,11 @@ def records_of_a_run(broken=()):
                             "dtype": "float32", "ratio": 1e4, "max_error": 0.3,
                             "reason": f"{name} reports zeros on padded steps, not repeat: outputs differ on every "
                                       "padded step (real steps and final states agree)"})
+    for name, cls in ADAPTERS.items():  # each cell against an anchor
+        if not cls.layer:
+            records.append({"kind": "pair", "system": "torch", "other": name, "dtype": "float32", "ratio": 0.1,
+                            "max_error": 1e-7, "cell": "torch.nn.RNNCell", "versions": "torch 2.13.0",
+                            "family": family_of(name)})
     for k, name in enumerate(list(ADAPTERS)[:20]):  # as many other findings as a default run proves
         records.append({"kind": "nonequivalence", "system": name, "other": "another function", "dtype": "float32",
                         "ratio": 1e4, "max_error": 0.3,
