@@ -21,6 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
+from harness import shards  # noqa: E402
 from harness.cases import (cases_for, chunked_cases, gradient_cases, mutation_cases, optimizer_cases,  # noqa: E402
                            option_cases, padded_cases, pair_cases)
 from harness.compare import BoundExceeded, KnownIssueObserved  # noqa: E402
@@ -31,6 +32,7 @@ from harness.summary import Summary  # noqa: E402
 pytest_plugins = ["harness.records"]  # a failing test is a record; the ``record`` fixture
 
 SELECTION = pytest.StashKey[selection_mod.Selection]()
+SHARD = pytest.StashKey[tuple]()  # (K, N), or None: the whole run
 DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
 DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
 # The case designs a test's ``case`` comes from (``design(name)`` marker): whole sequences by
@@ -54,6 +56,11 @@ def pytest_addoption(parser):
     parser.addoption(
         "--seed", default=None, type=int, metavar="N",
         help=f"offsets every case's seed: other weights and data for the same design (default: ${SEED_VAR}, else 0)",
+    )
+    parser.addoption(
+        "--shard", default=None, metavar="K/N",
+        help="run part K of N of the selected tests (harness.shards: disjoint, the same on every machine); with "
+             "--equivalence-report=DIR it writes DIR/part-K-of-N.json, merged by: python -m harness.shards merge",
     )
     parser.addoption(
         "--equivalence-summary", default="compact", choices=("compact", "full"),
@@ -81,6 +88,10 @@ def pytest_configure(config):
     except ValueError:
         raise pytest.UsageError(f"{SEED_VAR}: expected an integer, got {os.environ[SEED_VAR]!r}") from None
     config.stash[DESIGN] = (depth, seed)
+    try:
+        config.stash[SHARD] = shards.parse(config.getoption("--shard")) if config.getoption("--shard") else None
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     config.addinivalue_line(
         "markers",
         "applies_to(predicate): generate the test only for the systems whose adapter class satisfies predicate(cls)",
@@ -106,10 +117,10 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
         _share_exports(config)
-        config.pluginmanager.register(
-            Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
-                    seed=seed, mode=config.getoption("--equivalence-summary")),
-            "rnn-equivalence-summary")
+        summary = Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
+                          seed=seed, mode=config.getoption("--equivalence-summary"))
+        summary.shard = config.stash[SHARD]
+        config.pluginmanager.register(summary, "rnn-equivalence-summary")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
 
@@ -354,7 +365,8 @@ def _child_group(cls):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Deselect, rather than skip, tests that no selected framework applies to.
+    """Deselect, rather than skip, tests that no selected framework applies to, and, in a sharded run,
+    the other parts' tests.
 
     A run of one framework would otherwise list every cell test as "skipped" when
     only layers were selected. Skips are kept for what users must see: a missing
@@ -363,9 +375,14 @@ def pytest_collection_modifyitems(config, items):
     empty = [item for item in items if any(
         m.name == "skip" and str(m.kwargs.get("reason", "")).startswith("got empty parameter set")
         for m in item.iter_markers())]
-    if empty:
-        config.hook.pytest_deselected(items=empty)
-        items[:] = [item for item in items if item not in empty]
+    shard = config.stash[SHARD]
+    if shard:  # the other parts' tests (harness.shards)
+        k, n = shard
+        empty += [item for item in items if shards.part_of(item.nodeid, n) != k]
+    dropped = {id(item) for item in empty}
+    if dropped:
+        config.hook.pytest_deselected(items=[item for item in items if id(item) in dropped])
+        items[:] = [item for item in items if id(item) not in dropped]
 
 
 _LOADED = {}

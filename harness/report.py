@@ -45,7 +45,19 @@ def anchor(*parts: str) -> str:
     return "-".join(p.replace(" ", "-").replace("/", "-").lower() for p in parts)
 
 
-def build(summary, names) -> dict:
+def run_command(argv=None) -> str:
+    """The pytest command of this run, as it would run unsharded (a shard's ``--shard`` left out)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kept = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--shard=") or arg == "--shard" or (i and argv[i - 1] == "--shard"):
+            continue
+        kept.append(arg)
+    return "pytest " + " ".join(shlex.quote(a) for a in kept)
+
+
+def build(summary, names, command: str | None = None, env: dict | None = None) -> dict:
+    """The report as JSON; ``command`` and ``env``: the run's own where it ran elsewhere (merged shards)."""
     systems = [{
         "anchor": anchor(row.system, row.dtype), "system": row.system, "dtype": row.dtype, "family": row.family,
         "cell": row.cell, "versions": row.versions, "cases": row.cases, "max_error": row.max_error,
@@ -69,9 +81,9 @@ def build(summary, names) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "pytest " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": command or run_command(),
         "depth": summary.depth, "seed": summary.seed,
-        "environment": environment(names),
+        "environment": env or environment(names),
         "outcomes": dict(summary.outcomes),
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
     }
@@ -144,10 +156,10 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(summary, names, directory) -> Path:
+def write(summary, names, directory, command: str | None = None, env: dict | None = None) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    report = build(summary, names)
+    report = build(summary, names, command, env)
     (directory / "equivalence.json").write_text(json.dumps(report, indent=2) + "\n")
     (directory / "EQUIVALENCE.md").write_text(markdown(report))
     return directory

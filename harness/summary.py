@@ -142,8 +142,11 @@ class Summary:
         self.pairs: dict[tuple[str, str], Row] = {}
         self.non_equivalences: list[dict] = []
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
+        self.records: list[dict] = []  # every record, as received: what a shard's report part holds
+        self.shard: tuple[int, int] | None = None  # (K, N): this run is part K of N (harness.shards)
 
     def add(self, record: dict) -> None:
+        self.records.append(record)
         # One row per system and dtype: float32 and float64 errors differ by 2**29.
         if record["kind"] == "nonequivalence":
             self.non_equivalences.append(record)
@@ -172,7 +175,13 @@ class Summary:
         if self.systems or self.pairs or self.non_equivalences:
             terminalreporter.section("equivalence summary")
             (self.render if self.mode == "full" else self.render_compact)(terminalreporter.write_line)
-        if self.report_dir:
+        if self.report_dir and self.shard:
+            from harness.shards import write_part
+
+            where = write_part(self, self.report_dir)
+            terminalreporter.write_line(f"equivalence report part: {where} (merge the parts: python -m harness.shards "
+                                        f"merge DIR/part-*.json --output DIR)")
+        elif self.report_dir:
             from harness.report import write
 
             where = write(self, self.names, self.report_dir)

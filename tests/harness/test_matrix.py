@@ -82,3 +82,6 @@ def test_equivalence_workflow_is_callable_and_merges_its_reports():
     steps = " ".join(str(s.get("run", "")) for job in workflow["jobs"].values() for s in job.get("steps", []))
     assert "--equivalence-report=" in steps and "harness.matrix merge" in steps and "harness.matrix record" in steps
     assert workflow["jobs"]["merge"]["if"] == "always()"
+    # Each entry's run in parts, one job each, merged per entry before the table.
+    assert "shard" in workflow["jobs"]["suite"]["strategy"]["matrix"] and '--shard="$SHARD"' in steps
+    assert "harness.shards merge" in steps
