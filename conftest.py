@@ -231,7 +231,8 @@ def pytest_generate_tests(metafunc):
 
             if broken is not cases:  # a row the quick design never meets runs on the first case that meets it
                 met = {row_of(case, dtype) for case in broken for dtype in case.runs_in(cls.dtypes)}
-                for row in {*rows[False], *rows[True]} - met:
+                for row in [row for row in dict.fromkeys(rows[False] + rows[True]) if row not in met]:  # in order:
+                    # every xdist worker must collect the same tests in the same order
                     first = next((case for case in cases if any(row_of(case, d) == row for d in case.runs_in(cls.dtypes))),
                                  None)
                     broken = broken + [first] if first is not None else broken

@@ -45,7 +45,11 @@ def read(native: Native, system: str | type[Mapping], config: LayerConfig = CELL
     if name not in native:
         raise ValueError(f"{source.cell}: expected weights {sorted(source.native_spec(config, 1, 1))} "
                          f"(sizes aside), got {sorted(native)} (missing {name!r})")
-    H, where = source.read_hidden_size(native, config)
+    try:
+        H, where = source.read_hidden_size(native, config)
+    except (IndexError, TypeError, ValueError):  # a weight that is no array of the right rank
+        raise ValueError(f"{source.cell}: {name}: expected an array of shape "
+                         f"{source.native_spec(config, 1, 1)[name][1]}, got shape {np.shape(native[name])}") from None
     options, P = source.read_options(native, config)
     extra = {"options": options, "output_size": P} if options else {}
     I, read_from = source.read_input_size(native, config, H, extra)
