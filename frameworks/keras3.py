@@ -586,9 +586,12 @@ LAYER_MUTATIONS = {
 
 # --- the systems, in the order they are listed -----------------------------------------
 
-KERAS_TF, KERAS_JAX, KERAS_TORCH = ("keras-tf", "keras", "tensorflow"), ("keras-jax", "keras", "jax"), \
-    ("keras-torch", "keras", "torch")
-TF_KERAS = ("tf-keras", "tf_keras", None)  # Keras 2: the same API and layout, a separate implementation
+# Implementations, (module, backend), without their names' prefixes (keras-tf, keras-jax, keras-torch and
+# tf-keras are systems too, the SimpleRNN cells): each name is written once, in its row, and ``system``
+# derives the prefix only to check it.
+KERAS_TF, KERAS_JAX, KERAS_TORCH = ("keras", "tensorflow"), ("keras", "jax"), ("keras", "torch")
+TF_KERAS = ("tf_keras", None)  # Keras 2: the same API and layout, a separate implementation
+KERAS_BACKEND_PREFIX = {"tensorflow": "tf", "jax": "jax", "torch": "torch"}  # Keras 3's: keras-tf, keras-jax, ...
 RNN, LSTM, GRU, GRU_BEFORE = ("rnn", ""), ("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")
 # Every Keras system, one row each, by its literal name (the rest of the row says what it is, and
 # ``system`` checks that the name says the same), in the order they are listed.
@@ -626,9 +629,12 @@ SYSTEMS = (
 
 
 def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
-    """One system's class: "keras-jax-gru-reset-before-rnn" is Keras 3's GRU(reset_after=False) layer on jax."""
-    (prefix, module, backend), (family, variant) = implementation, member
+    """One system's class, from its row of ``SYSTEMS``: keras-jax-gru-reset-before-rnn is Keras 3's
+    GRU(reset_after=False) layer on jax."""
+    (module, backend), (family, variant) = implementation, member
     before = variant == "reset_before"
+    # Keras 3's systems are named after the backend, Keras 2's after its package (tf_keras: tf-keras).
+    prefix = f"keras-{KERAS_BACKEND_PREFIX[backend]}" if backend else module.replace("_", "-")
     said = prefix + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") \
         + ("-rnn" if base.layer else "")
     if name != said:  # a typo in the table cannot register a misnamed system

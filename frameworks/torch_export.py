@@ -282,6 +282,8 @@ def _exported(name: str, family: str, dynamo: bool) -> type:
 
 
 # The exported LSTM and GRU systems, one row each, by their literal names (each registers itself).
-for _row in (("torch-onnx-dynamo-lstm", "lstm", True), ("torch-onnx-legacy-lstm", "lstm", False),
-             ("torch-onnx-dynamo-gru", "gru", True), ("torch-onnx-legacy-gru", "gru", False)):
+for _row in (("torch-onnx-dynamo-lstm", "lstm", True),
+             ("torch-onnx-legacy-lstm", "lstm", False),
+             ("torch-onnx-dynamo-gru", "gru", True),
+             ("torch-onnx-legacy-gru", "gru", False)):
     _exported(*_row)

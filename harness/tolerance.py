@@ -56,8 +56,8 @@ The vanilla cell is one affine sum and one activation per step,
     e_t = L_t * (gamma_n * S_t + |W_hh| e_{t-1} + |W_hx| e_x) + k_g * eps,
     S_t = |W_hh| (|h_{t-1}| + e_{t-1}) + |W_hx| (|x_t| + e_x) + |b_x| + |b_h|,
 
-and the gated cells are written operation by operation below, reading like
-``reference.gated`` and its options: a peephole term p * c is one more term of its
+and the gated cells are written operation by operation in ``reference.equations``
+(the reference's own equations, run here on ``Arithmetic``), with their options: a peephole term p * c is one more term of its
 gate's sum (one product, like the kernels'), a projection W_proj m is one more
 affine sum, of H terms, coupled gates are 1 - i. Errors carry over from step to step because a framework
 feeds its own computed state back in. A stacked layer reads the layer below's
@@ -252,7 +252,12 @@ class Arithmetic:
 
 # The cell equations are reference.equations', the one definition: run here on ``Arithmetic``, each step's
 # value is the reference's and its error the bound (the tape is the backward pass's, unused here).
-STEPS = {family: (lambda step: lambda *args: step(*args)[0])(step) for family, step in EQUATIONS.items()}
+def _next_state(step):
+    """``step`` without its tape: (ar, p, x, state, forget_bias) -> the next state."""
+    return lambda *args: step(*args)[0]
+
+
+STEPS = {family: _next_state(step) for family, step in EQUATIONS.items()}
 
 
 def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, state) -> dict:

@@ -37,7 +37,7 @@ backward direction and a padded batch read their steps as ``reference.stack.read
 and a reported position's cotangent goes back to the step it reports (under "repeat", the last
 real step receives those of the padded positions that copy it; a padded step receives nothing).
 
-Written once over an arithmetic ``ar``: ``Exact`` here (plain NumPy: the reference, in float64), and
+Written once over an arithmetic ``ar``: ``reference.equations.Exact`` (plain NumPy: the reference, in float64), and
 ``harness.tolerance.Arithmetic``, whose values carry error bounds, so that the same code run on it
 is the running error bound of the backward pass.
 """
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.equations import Exact, biases as _biases, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401
+from reference.equations import Exact, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401 (Exact: reference.backward.Exact)
 from reference.cells import state_keys
 from reference.padding import Padding
 from reference.stack import StackParams, _concatenate, _stack, reading_plan
