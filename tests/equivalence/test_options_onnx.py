@@ -55,8 +55,8 @@ def run(adapter, case, dtype, monkeypatch):
 
 # --- ONNX Runtime's LSTM clip: c' unclipped into h ---------------------------------------------
 def lstm_step_without_clip_before_h(ar, p, x, state, forget_bias):
-    """harness.tolerance.lstm_step (the exact value and its bound) with h(c') read unclipped: the
-    arguments of f and g clipped to +-gate_clip, c' neither clipped nor clipped on its way into h.
+    """reference.equations.lstm_step (run on harness.tolerance.Arithmetic: the exact value and its
+    bound) with h(c') read unclipped: the arguments of f and g clipped to +-gate_clip, c' neither clipped nor clipped on its way into h.
     What ONNX Runtime computes (uni_directional_lstm.cc)."""
     h, c = state["h"], state["c"]
     f_act, g_act, h_act = p.gate_activations
