@@ -22,8 +22,8 @@ from frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no 
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
 from harness import shards  # noqa: E402
-from harness.cases import (cases_for, chunked_cases, gradient_cases, mutation_cases, optimizer_cases,  # noqa: E402
-                           option_cases, padded_cases, pair_cases)
+from harness.cases import (cases_for, chunked_cases, eager_cases, gradient_cases, mutation_cases,  # noqa: E402
+                           optimizer_cases, option_cases, padded_cases, pair_cases)
 from harness.compare import BoundExceeded, KnownIssueObserved  # noqa: E402
 from harness.depth import DEPTHS  # noqa: E402
 from harness.known_issues import KNOWN_ISSUES, known_issue, rows_of, scopes_of, shows_as  # noqa: E402
@@ -36,9 +36,10 @@ SHARD = pytest.StashKey[tuple]()  # (K, N), or None: the whole run
 DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
 DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
 # The case designs a test's ``case`` comes from (``design(name)`` marker): whole sequences by
-# default, padded batches, chunked runs, options changed or dropped, gradients, an optimizer step.
+# default, padded batches, chunked runs, options changed or dropped, gradients, an optimizer step,
+# a compiled system's eager run.
 DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases, "options": option_cases,
-           "gradients": gradient_cases, "optimizer": optimizer_cases}
+           "gradients": gradient_cases, "optimizer": optimizer_cases, "eager": eager_cases}
 
 
 def pytest_addoption(parser):
@@ -117,12 +118,29 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
         _share_exports(config)
+        _one_thread_per_process()
         summary = Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
                           seed=seed, mode=config.getoption("--equivalence-summary"))
         summary.shard = config.stash[SHARD]
         config.pluginmanager.register(summary, "rnn-equivalence-summary")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
+
+
+# Each library's own thread pool, one thread: the suite's arithmetic is tiny (H <= 7, T <= 50), so threads
+# only contend, with pytest-xdist's workers and their Keras children already one process per core.
+# Thread counts change no bound (harness/tolerance.py bounds every order of summation). A setting the
+# user made is kept.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
+              "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+
+
+def _one_thread_per_process():
+    """Set on the controller, before any framework is imported or a worker started, so that workers and
+    their children inherit it."""
+    for key, value in ONE_THREAD.items():
+        os.environ.setdefault(key, value)
 
 
 def _share_jax_compilations(config):

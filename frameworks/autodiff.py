@@ -20,6 +20,7 @@ Libraries are imported on first use, never here.
 from __future__ import annotations
 
 import importlib
+from collections import OrderedDict
 
 import numpy as np
 
@@ -71,17 +72,46 @@ class TorchAutograd:
 
 
 class JaxVjp:
+    """jax.vjp, eager or compiled.
+
+    Compiled (a ``key`` given): the forward and its pullback are each ``jax.jit``-ed once per key and
+    reused, the weights, inputs and state being the compiled functions' arguments, which is how JAX
+    users run a model. The key must say everything the function's trace depends on besides its
+    arguments' values (the system, configuration, activation, dtype, shapes, a mask's pattern):
+    the first function given for a key is the one compiled. Without a key, every call traces anew
+    (what an eager user runs; ``TestPlan.compiles`` systems check it on one case)."""
+
     name = "jax.vjp"
+    CACHE_SIZE = 1024  # compiled functions kept, the least recently used dropped (a few hundred KB each)
 
     def __init__(self):
         self.jax = importlib.import_module("jax")
+        self._compiled: OrderedDict = OrderedDict()
 
-    def vjp(self, forward, sources, cotangents, check):
-        """``sources``: the arguments of the pure function ``forward(*sources)``."""
-        outputs, pullback = self.jax.vjp(forward, *sources)
+    def jit(self, key, function):
+        """``jax.jit(function)``, the one compiled for ``key`` (``function`` itself where key is None)."""
+        if key is None:
+            return function
+        if key not in self._compiled:
+            self._compiled[key] = self.jax.jit(function)
+            while len(self._compiled) > self.CACHE_SIZE:
+                self._compiled.popitem(last=False)
+        self._compiled.move_to_end(key)
+        return self._compiled[key]
+
+    def vjp(self, forward, sources, cotangents, check, key=None):
+        """``sources``: the arguments of the pure function ``forward(*sources)``; ``key``: compiled, as above."""
+        if key is None:
+            outputs, pullback = self.jax.vjp(forward, *sources)
+            check(outputs, cotangents)
+            return outputs, pullback(self._cast(cotangents, outputs))
+        outputs = self.jit(("forward", key), forward)(*sources)
         check(outputs, cotangents)
-        return outputs, pullback({key: self.jax.numpy.asarray(cotangents[key], output.dtype)
-                                  for key, output in outputs.items()})
+        pull = self.jit(("pullback", key), lambda sources, seeds: self.jax.vjp(forward, *sources)[1](seeds))
+        return outputs, pull(tuple(sources), self._cast(cotangents, outputs))
+
+    def _cast(self, cotangents, outputs):
+        return {key: self.jax.numpy.asarray(cotangents[key], output.dtype) for key, output in outputs.items()}
 
 
 LIBRARIES = {runtime.name: runtime for runtime in (TensorflowTape, TorchAutograd, JaxVjp)}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Protocol
 
@@ -69,6 +70,8 @@ class Runner(Protocol):
     def gradients_native(self, native, xs, state, config, g, cotangents, **padding) -> dict: ...
 
     def optimizer_step_native(self, native, xs, state, config, g, cotangents, optimizer, **padding) -> dict: ...
+
+    def set_compiled(self, compiled: bool) -> None: ...  # ``TestPlan.compiles`` systems: jax.jit or eager
 
 
 RUNNER_METHODS = tuple(name for name in Runner.__dict__ if not name.startswith("_"))
@@ -130,6 +133,43 @@ class Adapter(TestPlan, Mapping):
         read from a freshly built cell or layer, so a test can hold ``native_spec`` against
         the framework. None where there is no framework object (the mapping is ours)."""
         return None
+
+    compiled = True  # a ``compiles`` system runs under jax.jit unless ``set_compiled(False)``
+
+    def set_compiled(self, compiled: bool) -> None:
+        if not self.compiles:
+            raise NotImplementedError(f"{self.cell}: runs eagerly only; there is no compiled run to switch off")
+        self.compiled = bool(compiled)
+
+    def compile_key(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
+        """What a compiled run's trace depends on besides its arguments' values (``frameworks.autodiff.
+        JaxVjp``): None where the run is eager. The padding's pattern is part of it (a mask is a
+        constant of the trace), and so are the activations a gated cell is given for ``g`` (the
+        functions or names of ``activation_arguments``, which a test may exchange)."""
+        if not (self.compiles and self.compiled):
+            return None
+        mask = None if padding is None else np.asarray(padding.mask(xs.shape[0]) if hasattr(padding, "mask")
+                                                        else padding, bool)
+        activations = tuple((self.activation_arguments(g) or {}).items()) if self.family != "rnn" else ()
+        return (self.name, config, g, activations, np.asarray(xs).dtype.name, np.shape(xs),
+                tuple(sorted((key, np.shape(value)) for key, value in (state or {}).items())),
+                tuple(sorted((name, np.shape(value)) for name, value in native.items())),
+                None if mask is None else (mask.shape, mask.tobytes()))
+
+    def built_once(self, key, build):
+        """``build()`` (the framework's objects and the functions running them), once per compile key
+        (``compile_key``), so that what was compiled for that key (``frameworks.autodiff.JaxVjp``, a
+        jitted step) is reused; every time where the key is None (an eager run). The least recently
+        used are dropped past ``JaxVjp.CACHE_SIZE``."""
+        if key is None:
+            return build()
+        built = self.__dict__.setdefault("_built", OrderedDict())
+        if key not in built:
+            built[key] = build()
+            while len(built) > self.autodiff_runtime.CACHE_SIZE:
+                built.popitem(last=False)
+        built.move_to_end(key)
+        return built[key]
 
     # --- running ------------------------------------------------------------------
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:

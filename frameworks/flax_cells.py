@@ -58,6 +58,9 @@ class FlaxBase(Adapter):
     distributions = ("flax", "jax", "optax")
     requires = ("flax", "jax")
     state_names = {"h": "carry"}
+    # Compiled (jax.jit, weights as arguments): a cell's step, once per cell and batch (``_run``), and a
+    # layer's whole run (``_whole_run_key``); eagerly on one case (set_compiled(False)).
+    compiles = True
 
     def start(self):
         jax = import_framework("jax", self.name)
@@ -96,11 +99,15 @@ class FlaxBase(Adapter):
                 getattr(getattr(cell, module), weight)[...] = self.jnp.asarray(value)
         return cell
 
+    def _jit(self, function):
+        """``jax.jit(function)`` in a compiled run, ``function`` itself in an eager one."""
+        return self.jax.jit(function) if self.compiled else function
+
     def _nnx_step(self, cell_class, input_size: int, hidden_size: int, dtype, **options):
         """One step of an nnx cell, jitted (eager nnx calls cost milliseconds each), as a function of the
         native weights: step(native, carry, x) -> carry. The cell is built inside, on the weights given."""
-        return self.jax.jit(lambda native, carry, x: self._nnx_cell(cell_class, native, "", input_size, hidden_size,
-                                                                     dtype, **options)(carry, x)[0])
+        return self._jit(lambda native, carry, x: self._nnx_cell(cell_class, native, "", input_size, hidden_size,
+                                                                  dtype, **options)(carry, x)[0])
 
     def _linen_step(self, cell):
         """One step of a linen cell, jitted, with the native weights ("module.weight") as its params:
@@ -112,7 +119,7 @@ class FlaxBase(Adapter):
                 nested.setdefault(module, {})[weight] = value
             return {"params": nested}
 
-        return self.jax.jit(lambda native, carry, x: cell.apply(params(native), carry, x)[0])
+        return self._jit(lambda native, carry, x: cell.apply(params(native), carry, x)[0])
 
     # --- the framework's own weights --------------------------------------------------
     def _nnx_shapes(self, module, rename=lambda name: name) -> dict[str, tuple[int, ...]]:
@@ -143,7 +150,9 @@ class FlaxBase(Adapter):
         dtype, H = self.check_call(native, xs, state, config, g)
         if padding is not None:
             self.check_padding(padding, xs)  # a cell takes no lengths: refused, naming them
-        step = self._step(xs.shape[2], H, dtype, g)
+        # The jitted step, once per cell and batch: any T, a state given or not (the key of one step's run).
+        step = self.built_once(self.compile_key(native, xs[:1], None, config, g),
+                               lambda: self._step(xs.shape[2], H, dtype, g))
 
         def forward(weights, inputs, start):
             carry = (start["c"], start["h"]) if lstm else start["h"]  # an LSTM's carry is (c, h)
@@ -162,9 +171,16 @@ class FlaxBase(Adapter):
 
         return forward, (self._jax_values(native), jnp.asarray(xs), self._jax_values(start)), state_gradient
 
-    def run_native(self, native: Native, xs, state, config, g: str) -> dict:
-        forward, arguments, _ = self._run(native, xs, state, config, g)
-        return {key: np.asarray(value) for key, value in forward(*arguments).items()}
+    def run_native(self, native: Native, xs, state, config, g: str, padding=None) -> dict:
+        forward, arguments, _ = self._run(native, xs, state, config, g, padding)
+        run = self.autodiff_runtime.jit(self._whole_run_key(native, xs, state, config, g, padding), forward)
+        return {key: np.asarray(value) for key, value in run(*arguments).items()}
+
+    def _whole_run_key(self, native: Native, xs, state, config, g: str, padding=None):
+        """The compile key of the whole run (``frameworks.autodiff.JaxVjp``): a layer's (nnx.RNN scans its
+        cell, compiled once); None for a cell, whose unrolled steps would cost more to compile than to run
+        (its step is compiled, ``_run``)."""
+        return self.compile_key(native, xs, state, config, g, padding) if self.layer else None
 
     def _jax_values(self, values):
         return None if values is None else {key: self.jnp.asarray(value) for key, value in values.items()}
@@ -176,7 +192,8 @@ class FlaxBase(Adapter):
     def gradients_native(self, native: Native, xs, state, config, g: str, cotangents: dict, padding=None) -> dict:
         """jax.vjp of the very function run_native calls (``_run``), pulled back with the cotangents."""
         forward, arguments, state_gradient = self._run(native, xs, state, config, g, padding)
-        _, pulled = self.autodiff_runtime.vjp(forward, arguments, cotangents, self.check_cotangents)
+        _, pulled = self.autodiff_runtime.vjp(forward, arguments, cotangents, self.check_cotangents,
+                                              key=self._whole_run_key(native, xs, state, config, g, padding))
         weights, inputs, start = self.jax.tree_util.tree_map(np.asarray, pulled)
         return {"weights": weights, "inputs": inputs, "state": {} if state is None else state_gradient(start)}
 
@@ -410,10 +427,6 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
 
         arguments = (self._jax_values(native), jnp.asarray(xs), self._jax_values(state))
         return forward, arguments, lambda state_gradient: state_gradient
-
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
-        forward, arguments, _ = self._run(native, xs, state, config, g, padding)
-        return {key: np.asarray(value) for key, value in forward(*arguments).items()}
 
 
 # --- gated cells ------------------------------------------------------------------

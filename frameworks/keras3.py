@@ -113,16 +113,34 @@ class KerasFamily:
         """An initial state as tensors, {key: (L*D, batch, H)}, or None."""
         return None if state is None else {key: self._tensor(np.asarray(value)) for key, value in state.items()}
 
-    def _evaluate(self, forward, xs, state) -> dict[str, np.ndarray]:
-        """``forward`` (tensors in, a dict of tensors out) on NumPy arguments, its outputs as NumPy."""
-        return {key: self._numpy(value) for key, value in forward(self._tensor(xs), self._states(state)).items()}
+    def _evaluate(self, variables: dict, forward, xs, state, key=None) -> dict[str, np.ndarray]:
+        """``forward`` (tensors in, a dict of tensors out) on NumPy arguments, its outputs as NumPy;
+        compiled where ``key`` is given (``_stateless``)."""
+        x, states = self._tensor(xs), self._states(state)
+        if key is None:
+            outputs = forward(x, states)
+        else:
+            pure = self.autodiff_runtime.jit(("forward", key), self._stateless(variables, forward))
+            outputs = pure({n: variable.value for n, variable in variables.items()}, x, states or {})
+        return {name: self._numpy(value) for name, value in outputs.items()}
+
+    def _stateless(self, variables: dict, forward):
+        """``forward`` as a pure function of (weights by native name, x, states), for jax: Keras reads every
+        variable from the scope, so the weights are the function's arguments."""
+        names = list(variables)
+
+        def pure(weights, x, states):
+            with self.keras.StatelessScope(state_mapping=[(variables[n], weights[n]) for n in names]):
+                return forward(x, states or None)
+
+        return pure
 
     # --- gradients and one optimizer step: the backend's own autodiff -----------------------
     def _cotangents(self, outputs: dict, cotangents: dict) -> dict:
         self.check_cotangents(outputs, cotangents)
         return cotangents
 
-    def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict):
+    def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict, key=None):
         """The vector-Jacobian product of ``forward(x, state)`` (the forward ``run_native`` evaluates) with
         ``cotangents``, by the backend's own autodiff (``frameworks.autodiff``, shared with every adapter
         on it): the variables' gradients as backend tensors (what the optimizer takes), and the inputs'
@@ -131,13 +149,9 @@ class KerasFamily:
         x, states = self._tensor(xs), self._states(state) or {}
         autodiff, check = self.autodiff_runtime, self._cotangents
         if autodiff.name == "jax.vjp":
-            def pure(weights, x, states):
-                # Keras reads every variable from the scope, so the weights are the function's arguments.
-                with self.keras.StatelessScope(state_mapping=[(variables[n], weights[n]) for n in names]):
-                    return forward(x, states or None)
-
-            _, (weights, x_grad, state_grads) = autodiff.vjp(pure, ({n: variables[n].value for n in names}, x, states),
-                                                            cotangents, check)
+            _, (weights, x_grad, state_grads) = autodiff.vjp(
+                self._stateless(variables, forward), ({n: variables[n].value for n in names}, x, states), cotangents,
+                check, key=key)
             return weights, self._numpy(x_grad), {k: self._numpy(state_grads[k]) for k in keys}
         if autodiff.name == "torch.autograd":
             x.requires_grad_(True)
@@ -151,8 +165,8 @@ class KerasFamily:
         weights, (x_grad, *state_grads) = dict(zip(names, grads[:len(names)])), grads[len(names):]
         return weights, self._numpy(x_grad), {k: self._numpy(d) for k, d in zip(keys, state_grads)}
 
-    def _gradients(self, variables: dict, forward, xs, state, cotangents: dict) -> dict:
-        weights, x_grad, state_grads = self._differentiate(variables, forward, xs, state, cotangents)
+    def _gradients(self, variables: dict, forward, xs, state, cotangents: dict, key=None) -> dict:
+        weights, x_grad, state_grads = self._differentiate(variables, forward, xs, state, cotangents, key)
         dtype = np.asarray(xs).dtype  # the run's: a backend that computed in float32 does not change it
         return {"weights": {n: self._numpy(d).astype(dtype, copy=False) for n, d in weights.items()},
                 "inputs": x_grad.astype(dtype, copy=False),
@@ -164,11 +178,12 @@ class KerasFamily:
         name, arguments = self.optimizer_arguments(optimizer)
         return {"sgd": self.keras.optimizers.SGD, "adam": self.keras.optimizers.Adam}[name](**arguments)
 
-    def _optimizer_step(self, variables: dict, forward, xs, state, cotangents: dict, optimizer: dict) -> Native:
+    def _optimizer_step(self, variables: dict, forward, xs, state, cotangents: dict, optimizer: dict,
+                        key=None) -> Native:
         """One step of the optimizer, fresh, with the gradients of ``_differentiate``, applied to the
         variables that hold the native weights (a summed bias is one variable: one update)."""
         step = self._optimizer(optimizer)
-        weights, _, _ = self._differentiate(variables, forward, xs, state, cotangents)
+        weights, _, _ = self._differentiate(variables, forward, xs, state, cotangents, key)
         pairs = [(weights[n], variables[n]) for n in variables]
         if self.module == "keras":
             step.apply([grad for grad, _ in pairs], [variable for _, variable in pairs])
@@ -253,13 +268,13 @@ class KerasMapping(KerasFamily, Adapter):
     # --- gradients and one optimizer step, of the forward ``run_native`` evaluates (``_prepare``) ---
     def gradients_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
                          padding=None) -> dict:
-        variables, forward = self._prepare(native, xs, state, config, g, padding)
-        return self._gradients(variables, forward, xs, state, cotangents)
+        variables, forward, key = self._prepare(native, xs, state, config, g, padding)
+        return self._gradients(variables, forward, xs, state, cotangents, key)
 
     def optimizer_step_native(self, native: Native, xs, state, config: LayerConfig, g: str, cotangents: dict,
                               optimizer: dict, padding=None) -> Native:
-        variables, forward = self._prepare(native, xs, state, config, g, padding)
-        return self._optimizer_step(variables, forward, xs, state, cotangents, optimizer)
+        variables, forward, key = self._prepare(native, xs, state, config, g, padding)
+        return self._optimizer_step(variables, forward, xs, state, cotangents, optimizer, key)
 
     @staticmethod
     def _weight_shapes(cell, tag: str = "") -> dict[str, tuple[int, ...]]:
@@ -277,33 +292,54 @@ class KerasCell(KerasMapping):
         return self._weight_shapes(cell)
 
     def _prepare(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
-        """The cell holding ``native`` (its variables by native name) and the forward of a run:
-        (x (T, batch, I), state {key: (1, batch, H)} or None) -> {"h": (T, batch, H), "c"}, as tensors."""
+        """The cell holding ``native`` (its variables by native name), the forward of a run:
+        (x (T, batch, I), state {key: (1, batch, H)} or None) -> {"h": (T, batch, H), "c"}, as tensors,
+        and the key of the run compiled whole: None, a cell's run is never compiled whole. Compiled, its
+        step is (``_build_cell``), once per cell and batch (any T, a state given or not)."""
         if padding is not None:
             self.check_padding(padding, xs)  # a cell takes no padded batch: refused, naming why
         dtype, H = self.check_call(native, xs, state, config, g)
+        step_key = self.compile_key(native, xs[:1], None, config, g)  # one step's: T and the state left out
+        variables, forward = self.built_once(step_key, lambda: self._build_cell(native, xs, config, g, dtype, H,
+                                                                               step_key is not None))
+        for name, value in native.items():
+            variables[name].assign(value)
+        return variables, forward, None
+
+    def _build_cell(self, native: Native, xs, config: LayerConfig, g: str, dtype, H: int, compiled: bool):
+        """The cell and the forward unrolling it. Compiled (jax): the step is ``jax.jit``-ed with the weights
+        as its arguments, read from the variables at each call, so that a run reads the assigned weights and
+        the differentiated forward (``_differentiate``'s scope) the traced ones. Compiling the unrolled
+        sequence would cost more than running it (measured: 50 GRU steps)."""
         cell = self._make(H, g, config.bias, dtype.name)
         cell.build((None, xs.shape[2]))
-        for name, value in native.items():
-            getattr(cell, name).assign(value)
+        variables = {name: getattr(cell, name) for name in native}
         keys, zeros = state_keys(self.family), np.zeros((xs.shape[1], H), dtype)
+
+        def step(weights, x, carry):
+            with self.keras.StatelessScope(state_mapping=[(variables[n], weights[n]) for n in variables]):
+                return list(cell(x, carry)[1])
+
+        compiled_step = self.autodiff_runtime.jax.jit(step) if compiled else None
 
         def forward(x, states):
             # Keras's states are [h] or [h, c]; a state not given starts at zeros.
             carry = [states[key][0] if states and key in states else self._tensor(zeros) for key in keys]
             trace = {key: [] for key in keys}
-            for t in range(xs.shape[0]):
-                _, carry = cell(x[t], carry)
-                carry = list(carry)
+            for t in range(x.shape[0]):
+                if compiled_step is None:
+                    carry = list(cell(x[t], carry)[1])
+                else:
+                    carry = compiled_step({n: variable.value for n, variable in variables.items()}, x[t], carry)
                 for key, value in zip(keys, carry):
                     trace[key].append(value)
             return {key: self._ops.stack(values, axis=0) for key, values in trace.items()}
 
-        return {name: getattr(cell, name) for name in native}, forward
+        return variables, forward
 
     def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
-        _, forward = self._prepare(native, xs, state, config, g)
-        return self._evaluate(forward, xs, state)
+        variables, forward, key = self._prepare(native, xs, state, config, g)
+        return self._evaluate(variables, forward, xs, state, key)
 
 
 class KerasLayer(KerasMapping):
@@ -447,16 +483,25 @@ class KerasLayer(KerasMapping):
         return result
 
     def _prepare(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
-        """The stack holding ``native`` (its variables by native name) and the forward of a run:
-        (x (T, batch, I), state {key: (L*D, batch, H)} or None) -> the outputs, as tensors."""
+        """The stack holding ``native`` (its variables by native name), the forward of a run:
+        (x (T, batch, I), state {key: (L*D, batch, H)} or None) -> the outputs, as tensors, and its
+        compile key (None: eager; a stateful layer's carry lives in its variables, so it runs eagerly)."""
         dtype, H = self.check_call(native, xs, state, config, g)
-        inputs = self._inputs(xs, config, padding)
-        layers = self._built_layers(native, (xs.shape[1], xs.shape[0], xs.shape[2]), config, H, g, dtype.name)
-        return self._variables(layers, config), lambda x, states: self._call(layers, *inputs(x), states, config)
+        key = None if config.option("stateful") else self.compile_key(native, xs, state, config, g, padding)
+
+        def build():
+            inputs = self._inputs(xs, config, padding)
+            layers = self._built_layers(native, (xs.shape[1], xs.shape[0], xs.shape[2]), config, H, g, dtype.name)
+            return self._variables(layers, config), lambda x, states: self._call(layers, *inputs(x), states, config)
+
+        variables, forward = self.built_once(key, build)
+        for name, variable in variables.items():
+            variable.assign(native[name])
+        return variables, forward, key
 
     def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
-        _, forward = self._prepare(native, xs, state, config, g, padding)
-        return self._evaluate(forward, xs, state)
+        variables, forward, key = self._prepare(native, xs, state, config, g, padding)
+        return self._evaluate(variables, forward, xs, state, key)
 
     # --- chunked runs ---------------------------------------------------------------------
     def returned_state(self, outputs: dict, config: LayerConfig) -> dict[str, np.ndarray]:
@@ -662,6 +707,9 @@ def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
         "mutations": CELL_MUTATIONS[family], "activations": activations,
         # Gradients by the backend's own autodiff (KerasFamily._differentiate), steps by this Keras's optimizers.
         "autodiff": {"tensorflow": "tf.GradientTape", "jax": "jax.vjp", "torch": "torch.autograd"}[runtime],
+        # On jax, compiled as JAX users run Keras (jax.jit with the weights as arguments, what keras's own
+        # JAX trainer does; Adapter.built_once): a layer's whole run, a cell's step (KerasCell._build_cell).
+        "compiles": backend == "jax",
         "optimizers": {"sgd": f"{module}.optimizers.SGD", "adam": f"{module}.optimizers.Adam"},
         # Both Keras versions' Adam add epsilon to sqrt(v) before the bias correction ("epsilon hat"), and
         # hold the learning rate in a floatx (float32) variable, also for float64 weights; on tensorflow

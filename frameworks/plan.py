@@ -40,3 +40,7 @@ class TestPlan:
     # Chunked runs: configurations in which a sequence is run in several calls, each starting from
     # the state the previous call returned (``returned_state``, or the system's own carry).
     chunked_configs: tuple[LayerConfig, ...] = ()
+    # Runs compiled (jax.jit, once per structure, the weights, inputs and state its arguments: how JAX
+    # users run, and what makes repeated cases cheap); one case per system also runs eagerly
+    # (tests/equivalence/test_reference.py), so that the path without jit stays checked.
+    compiles: bool = False

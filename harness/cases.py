@@ -191,6 +191,16 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     return cases
 
 
+def eager_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
+    """A compiled system's (``TestPlan.compiles``: jax.jit) one case run eagerly, at every depth, so that the
+    path without jit stays checked: its first whole-sequence case of more than one step, in float32 (where
+    compiling changes most: the fusion of float32 operations)."""
+    if not adapter.compiles:
+        return []
+    first = next(case for case in cases_for(adapter, "quick", seed) if case.steps > 1)
+    return [first.with_(dtypes=("float32",) if "float32" in adapter.dtypes else ())]
+
+
 def in_turn(cases: list[Case], adapter, depth: str) -> list[Case]:
     """Short of full depth, a capability's cases take the system's dtypes in turn (every level once);
     fewer cases than dtypes run in every dtype."""

@@ -12,11 +12,28 @@ from reference.params import CellParams
 
 @pytest.mark.known_issues
 def test_matches_float64_reference(adapter, activation_spec, dtype, case, record):
+    check_reference(adapter, dtype, case, record)
+
+
+@pytest.mark.applies_to(lambda cls: cls.compiles)
+@pytest.mark.design("eager")
+@pytest.mark.known_issues
+def test_eager_run_matches_float64_reference(adapter, activation_spec, dtype, case, record):
+    """A system the suite runs compiled (jax.jit, ``TestPlan.compiles``) run eagerly, as a user calling it
+    without jit does: one case, at every depth."""
+    adapter.set_compiled(False)
+    try:
+        check_reference(adapter, dtype, case, record, how=" (eager, no jax.jit)")
+    finally:
+        adapter.set_compiled(True)
+
+
+def check_reference(adapter, dtype, case, record, how=""):
     actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
     expected = adapter.arrange(case.reference(), case.config)
     bounds = adapter.arrange(case.bound_vs_reference(dtype), case.config)
     comparison = compare_outputs(actual, expected, bounds,
-                                 f"{adapter.describe()} vs float64 reference, {case.describe(dtype)}")
+                                 f"{adapter.describe()}{how} vs float64 reference, {case.describe(dtype)}")
     level = case.activation + (f"+{case.options}" if case.options else "")
     record("reference", adapter, dtype=dtype, level=level, **comparison.as_record())
     assert_within_bound(comparison)  # first: the values are what a known issue is about
