@@ -1,0 +1,154 @@
+"""``rnn-equivalence inspect``: a user's weight file, its recurrent modules found where they are, read by
+the suite's mapping (the canonical parameters bitwise those written), the rest listed as skipped; a file
+that is not weights, or recurrent weights that do not read, refused with exit 2 and one line, never a
+traceback, never unpickled."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from frameworks.convert import write
+from frameworks.files import FileRefused, find_recurrent, load_weights
+from harness.cli import WIDTH, main
+from reference.stack import StackParams
+
+# A model as users have one: an embedding, a 2-layer bidirectional LSTM with non-square sizes, a dense head.
+I, H = 5, 3
+
+
+def lstm_stack(seed=0):
+    return StackParams.random("lstm", I, H, 2, True, seed=seed)
+
+
+def model_weights(seed=0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    rnn = write(lstm_stack(seed), "torch-lstm-rnn")
+    return {"embedding.weight": rng.standard_normal((11, I)),
+            **{f"encoder.rnn.{name}": value for name, value in rnn.items()},
+            "head.weight": rng.standard_normal((2, 2 * H)), "head.bias": rng.standard_normal(2)}
+
+
+def save(path, weights):
+    if path.suffix == ".npz":
+        np.savez(path, **weights)
+    else:
+        from safetensors.numpy import save_file
+
+        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
+def test_a_model_file_is_read_module_by_module(tmp_path, suffix):
+    inspection = find_recurrent(load_weights(save(tmp_path / f"model{suffix}", model_weights())))
+    assert len(inspection.modules) == 1
+    module = inspection.modules[0]
+    assert (module.location, module.system, module.family) == ("encoder.rnn", "torch-lstm-rnn", "lstm")
+    assert (module.input_size, module.hidden_size, module.config.num_layers, module.config.bidirectional) == (I, H, 2, True)
+    assert sorted(inspection.skipped) == ["embedding.weight", "head.bias", "head.weight"]
+    expected = lstm_stack()
+    cells = list(module.params.cells())
+    assert len(cells) == 4
+    for (k, d, cell), (_, _, want) in zip(cells, expected.cells()):
+        for name in ("W_x", "W_h", "b_x", "b_h"):  # gate order and layout read back exactly
+            np.testing.assert_array_equal(getattr(cell, name), getattr(want, name), err_msg=f"layer {k} dir {d} {name}")
+
+
+def test_cells_and_families_are_told_apart(tmp_path):
+    gru = write(StackParams.random("gru", I, H, 1, False, seed=1), "torch-gru")
+    rnn = write(StackParams.random("rnn", I, H, 1, False, seed=2), "torch")
+    weights = {**{f"decoder.cell.{n}": v for n, v in gru.items()}, **{f"aux.{n}": v for n, v in rnn.items()}}
+    found = {m.location: m for m in find_recurrent(load_weights(save(tmp_path / "cells.npz", weights))).modules}
+    assert {k: (m.system, m.family) for k, m in found.items()} == {"decoder.cell": ("torch-gru", "gru"),
+                                                                   "aux": ("torch", "rnn")}
+    assert found["decoder.cell"].summary()["gru_variant"] == "reset_after"  # PyTorch's: r applied after W_hn h
+
+
+def test_a_real_torch_save_file_is_read_with_weights_only(tmp_path):
+    torch = pytest.importorskip("torch")
+    model = torch.nn.ModuleDict({"emb": torch.nn.Embedding(7, I), "gru": torch.nn.GRU(I, H, num_layers=2)})
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    (module,) = find_recurrent(load_weights(path)).modules
+    assert (module.location, module.system, module.config.num_layers) == ("gru", "torch-gru-rnn", 2)
+    own = {k[len("gru."):]: v.numpy() for k, v in model.state_dict().items() if k.startswith("gru.")}
+    for name, value in own.items():
+        np.testing.assert_array_equal(module.weights[name], value)
+
+
+def test_a_pickle_with_code_is_refused_not_run(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "hostile.pt"
+    torch.save({"weight_ih": torch.zeros(3, 3), "payload": Payload()}, path)  # a class: code on unpickling
+    Payload.ran = False
+    with pytest.raises(FileRefused, match=r"weights_only=True\) refused it"):
+        load_weights(path)
+    assert not Payload.ran
+
+
+class Payload:
+    ran = False
+
+    def __reduce__(self):
+        return (_mark_ran, ())
+
+
+def _mark_ran():
+    Payload.ran = True
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(map(str, args)))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
+
+
+def test_the_command_prints_the_modules_within_100_columns_and_json(tmp_path):
+    path = save(tmp_path / "model.safetensors", model_weights())
+    result = run("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert "encoder.rnn: torch-lstm-rnn (lstm)" in result.output and "skipped" in result.output
+    assert max(map(len, result.output.splitlines())) <= WIDTH
+    document = json.loads(run("inspect", path, "--json").output)
+    (module,) = document["modules"]
+    assert (module["system"], module["input_size"], module["hidden_size"]) == ("torch-lstm-rnn", I, H)
+    assert module["weights"]["weight_hh_l1_reverse"] == [4 * H, H]
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("garbage.safetensors", b"\x00" * 40, "not a readable safetensors file"),
+    ("garbage.pt", b"not a zip", "expected a torch.save file"),
+    ("pickled.npz", None, "expected numeric arrays"),
+    ("weights.txt", b"1 2 3", "expected one of"),
+    ("missing.npz", False, "no such file"),
+])
+def test_bad_files_exit_2_with_one_line(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is None:
+        np.savez(path, weights=np.array([{"a": 1}], dtype=object))  # an object array needs pickle
+    elif content is not False:
+        path.write_bytes(content)
+    result = run("inspect", path)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_recurrent_weights_that_do_not_read_are_refused_by_name(tmp_path):
+    weights = model_weights()
+    weights["encoder.rnn.weight_hh_l0"] = weights["encoder.rnn.weight_hh_l0"][:-1]  # 4H - 1 rows
+    result = run("inspect", save(tmp_path / "bad.npz", weights))
+    assert result.exit_code == 2, result.output
+    assert "module 'encoder.rnn'" in result.output and "weight_hh_l0" in result.output
+    wrong_shape = model_weights()
+    wrong_shape["encoder.rnn.weight_ih_l1"] = wrong_shape["encoder.rnn.weight_ih_l1"].T  # transposed
+    result = run("inspect", save(tmp_path / "transposed.npz", wrong_shape))
+    assert result.exit_code == 2 and "weight_ih_l1" in result.output, result.output
+
+
+def test_the_pickle_module_is_never_used_on_npz(tmp_path, monkeypatch):
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("pickle.loads called"))
+    path = save(tmp_path / "model.npz", model_weights())
+    assert find_recurrent(load_weights(path)).modules
