@@ -2,6 +2,7 @@
 
     load_weights(path) -> {name: np.ndarray}       the file's named weights, flat
     find_recurrent(weights) -> Inspection           its recurrent modules, each read by its mapping
+    read_as(weights, system) -> Module              the file as one module of any system of the suite
 
 Formats read (by suffix):
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from frameworks.convert import read
+from frameworks.convert import mapping, read
 from reference.config import LayerConfig
 from reference.stack import StackParams
 
@@ -195,3 +196,41 @@ def _read_pytorch(location: str, layered: bool, own: dict[str, np.ndarray]) -> M
         raise FileRefused(f"{where}: {error}") from None
     first = params.layers[0][0]
     return Module(location, system, family, config, first.W_x.shape[1], hidden, own, params)
+
+
+MAX_LAYERS = 16  # the deepest stack read_as tries
+
+
+def read_as(weights: dict[str, np.ndarray], system: str, location: str = "") -> Module:
+    """``weights``, named as ``system`` names its own (any system of the suite: Keras's ``kernel``,
+    ``recurrent_kernel``, ``bias``; ONNX's ``W``, ``R``, ``B``; ...), as one module of that system. Its
+    structure (layers, directions, bias, options) is the one whose names are exactly the weights' names;
+    none: refused, naming what the system expects."""
+    try:
+        source = mapping(system)
+    except (KeyError, ValueError) as error:
+        raise FileRefused(f"--as {system}: {error}") from None
+    names = set(weights)
+    shapes = [(1, False)] + ([(k, bi) for k in range(1, MAX_LAYERS + 1) for bi in (False, True)] if source.layer
+                             else [(1, True)])
+    for layers, bidirectional in shapes:
+        for bias in (True, False):
+            config = LayerConfig(layers, bidirectional, bias)
+            try:
+                options, output_size = source.read_options(weights, config)
+                spec = source.native_spec(config, 1, 1, options=options, output_size=output_size)
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            if set(spec) != names:
+                continue
+            try:
+                params = read(weights, system, config)
+            except ValueError as error:
+                raise FileRefused(f"{source.cell}: {error}") from None
+            first = params.layers[0][0]
+            hidden = first.W_proj.shape[1] if first.W_proj is not None else first.W_h.shape[1]
+            family = source.family
+            return Module(location, source.name, family, config, first.W_x.shape[1], hidden, dict(weights), params)
+    expected = sorted(source.native_spec(LayerConfig(1, False, True), 1, 1))
+    raise FileRefused(f"{source.cell} ({system}): expected weights named like {expected} (one cell; "
+                      f"layers and directions add their own), got {sorted(names)}")

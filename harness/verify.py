@@ -1,0 +1,139 @@
+"""Two recurrent modules, from the same or different files and frameworks: the same function?
+
+    verify_modules(a, b, seed=0) -> Verdict
+
+``a`` and ``b`` are ``frameworks.files.Module`` s, each read by its own system's mapping, so both are
+canonical parameters (``reference.params``) whatever the framework. Three checks, in order:
+
+1. **Structure**: family, sizes, layers, directions, projection. Different: not equivalent, said so
+   (no run can make them the same function).
+2. **Parameters**, tensor by tensor in canonical form: kernels and peepholes equal; biases compared as
+   the sum b_x + b_h a framework computes (a port may keep two biases or one), within the rounding of
+   one addition in the files' dtype, u (|b_x| + |b_h|) for each side.
+3. **Runs**, the function itself: the float64 reference of each module on the same seeded inputs and
+   initial state (T steps, a batch), compared with the derived bound (``harness.tolerance``) of a run of
+   each in float32 and in float64: ``|ref(a) - ref(b)| <= bound_a + bound_b`` element by element,
+   what the suite asks of two systems. The verdict is float32's: two files whose float32 runs cannot
+   be told apart from rounding are equivalent; float64's ratio is reported beside it.
+
+A module pair that is not equivalent goes to ``harness.diagnose``, which looks for the mistake that
+explains the difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.compare import Comparison, compare_outputs
+from harness.tolerance import UNIT_ROUNDOFF, pair_bound, reference_and_bound
+from reference.params import random_inputs, random_state
+
+STEPS, BATCH = 7, 2  # a few steps carry a mistake in W_h into every later state; a batch of two
+DTYPES = ("float32", "float64")
+
+
+@dataclass
+class Verdict:
+    a: str  # "location (system)"
+    b: str
+    equivalent: bool
+    reason: str  # one line
+    parameters: list[str] = field(default_factory=list)  # the canonical tensors that differ, with their size
+    runs: dict[str, Comparison] = field(default_factory=dict)  # by dtype
+    diagnosis: list = field(default_factory=list)  # harness.diagnose.Explanation, where not equivalent
+
+    def as_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "equivalent": self.equivalent, "reason": self.reason,
+                "parameters_differing": self.parameters,
+                "runs": {dtype: c.as_record() for dtype, c in self.runs.items()},
+                "diagnosis": [e.as_dict() for e in self.diagnosis]}
+
+
+def name_of(module) -> str:
+    return f"{module.location or '(top level)'} ({module.system})"
+
+
+def structure(module) -> dict:
+    """What no run can reconcile (the GRU variant is not here: it is a function, which the runs compare
+    and the diagnosis names)."""
+    first = module.params.layers[0][0]
+    return {"family": module.family, "input_size": module.input_size, "hidden_size": module.hidden_size,
+            "layers": module.params.num_layers, "directions": module.params.num_directions,
+            "projection": None if first.W_proj is None else first.W_proj.shape[0]}
+
+
+def inputs_for(module, seed: int = 0, steps: int = STEPS, batch: int = BATCH):
+    """Seeded inputs (T, batch, I) and an initial state (L*D, batch, H or P; c too for an LSTM), exactly
+    float32 values, the same for both modules of a pair."""
+    stack = module.params
+    first = stack.layers[0][0]
+    LD, size = stack.num_layers * stack.num_directions, first.W_h.shape[1]
+    state = {"h": random_state((LD, batch, size), [seed, 3], np.float64)}
+    if module.family == "lstm":
+        state["c"] = random_state((LD, batch, module.hidden_size), [seed, 4], np.float64)
+    return random_inputs(steps, batch, module.input_size, seed, np.float64), state
+
+
+def run_ratio(stack_a, stack_b, xs, state, dtype: str, what: str) -> Comparison:
+    """|ref(a) - ref(b)| against bound_a + bound_b in ``dtype``, the worst output. ``stack_b`` may be
+    its (reference, bound) already computed, for a module compared with many."""
+    exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype)
+    exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else reference_and_bound(stack_b, xs, state, dtype)
+    return compare_outputs(exact_b, exact_a, pair_bound(bound_a, bound_b), what)
+
+
+def parameter_differences(a, b) -> list[str]:
+    """The canonical tensors of ``b`` that differ from ``a``'s beyond storing (biases: their sum, within
+    one rounding per side), each with its largest difference."""
+    found = []
+    for (k, d, p), (_, _, q) in zip(a.params.cells(), b.params.cells()):
+        where = f"layer {k} {'forward' if d == 0 else 'backward'}"
+        for name in ("W_x", "W_h", "peepholes", "W_proj"):
+            x, y = getattr(p, name), getattr(q, name)
+            if (x is None) != (y is None) or (x is not None and not np.array_equal(x, y)):
+                size = "present in one only" if x is None or y is None else f"max |diff| {np.max(np.abs(x - y)):.3g}"
+                found.append(f"{where} {name}: {size}")
+        sums = [_bias_sum(c) for c in (p, q)]
+        allowed = sum(UNIT_ROUNDOFF[_dtype(c)] * (np.abs(_bias(c.b_x)) + np.abs(_bias(c.b_h))) for c in (p, q))
+        excess = np.abs(sums[0] - sums[1]) - allowed
+        if np.any(excess > 0):
+            found.append(f"{where} b_x + b_h: max |diff| {np.max(np.abs(sums[0] - sums[1])):.3g}")
+        if p.family == "gru" and not np.array_equal(_bias(p.b_h)[-p.W_h.shape[1]:], _bias(q.b_h)[-q.W_h.shape[1]:]):
+            found.append(f"{where} b_hn (inside r * (.)): differs")  # not a sum: where r multiplies it
+    return found
+
+
+def _bias(value):
+    return 0.0 if value is None else np.asarray(value, np.float64)
+
+
+def _bias_sum(cell):
+    return np.zeros(cell.W_h.shape[0]) + _bias(cell.b_x) + _bias(cell.b_h)
+
+
+def _dtype(cell) -> str:
+    return "float32" if np.asarray(cell.W_x).dtype == np.float32 else "float64"
+
+
+def verify_modules(a, b, seed: int = 0, diagnose: bool = True) -> Verdict:
+    a_name, b_name = name_of(a), name_of(b)
+    sa, sb = structure(a), structure(b)
+    if sa != sb:
+        differ = ", ".join(f"{key} {sa[key]} vs {sb[key]}" for key in sa if sa[key] != sb[key])
+        return Verdict(a_name, b_name, False, f"different structures: {differ}")
+    xs, state = inputs_for(a, seed)
+    runs = {dtype: run_ratio(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}")
+            for dtype in DTYPES}
+    parameters = parameter_differences(a, b)
+    equivalent = runs["float32"].equivalent
+    reason = (f"float32 runs within the bound (err/bound {runs['float32'].ratio:.3g}; "
+              f"float64 {runs['float64'].ratio:.3g})" if equivalent else
+              f"float32 runs differ beyond the bound (err/bound {runs['float32'].ratio:.3g})")
+    verdict = Verdict(a_name, b_name, equivalent, reason, parameters, runs)
+    if not equivalent and diagnose:
+        from harness.diagnose import explain
+
+        verdict.diagnosis = explain(a, b, xs, state)
+    return verdict
