@@ -10,14 +10,22 @@ Formats read (by suffix):
 - ``.pt``, ``.pth``, ``.bin``: a PyTorch state_dict saved with ``torch.save``, loaded with
   ``torch.load(weights_only=True)``, PyTorch's own loader for untrusted files, which refuses any
   object but tensors and plain containers (a ``{"state_dict": ...}`` checkpoint is unwrapped);
-- ``.npz``: NumPy arrays by name, ``allow_pickle=False``.
+- ``.npz``: NumPy arrays by name, ``allow_pickle=False``;
+- ``.weights.h5`` (Keras 3), ``.h5`` (Keras 2 / tf_keras ``save_weights``), read with h5py (arrays only),
+  and ``.keras`` (Keras 3's zip: its ``model.weights.h5``, read from memory; its config is not read);
+- ``.onnx``: the ``RNN``, ``LSTM`` and ``GRU`` nodes of the graph, their W, R, B initializers, read with
+  ``onnx.load`` (a protobuf: data only), each node's ``linear_before_reset`` kept beside them.
 
 A recurrent module is found by PyTorch's own parameter names (``nn.RNN``/``nn.LSTM``/``nn.GRU``:
 ``weight_ih_l{k}[_reverse]``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, ``weight_hr_l{k}``;
 the cells: ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``) under any module path
 (``encoder.rnn.``); its family is the gate count, ``weight_hh``'s rows over the hidden size; it is
 then read by the suite's mapping (``frameworks.convert.read``), which checks every shape in
-PyTorch's names. Every other weight (an embedding, a dense head) is listed as skipped.
+PyTorch's names. Keras layers are found by their cells' weights (Keras 3: ``<layer>/cell/vars/0, 1, 2``
+= kernel, recurrent_kernel, bias; Keras 2: ``<layer>/.../kernel:0``, ``recurrent_kernel:0``, ``bias:0``),
+a ``Bidirectional`` by its ``forward_*`` and ``backward_*`` halves; the family from recurrent_kernel's
+columns over its rows, a GRU's variant from its bias (two rows: reset_after). ONNX nodes by their
+op_type. Every other weight (an embedding, a dense head) is listed as skipped.
 """
 
 from __future__ import annotations
@@ -38,7 +46,8 @@ class FileRefused(ValueError):
     """A file that cannot be read as named weights (the reason, and what was expected, are said)."""
 
 
-READERS = {".safetensors": "safetensors", ".pt": "torch", ".pth": "torch", ".bin": "torch", ".npz": "numpy"}
+READERS = {".safetensors": "safetensors", ".pt": "torch", ".pth": "torch", ".bin": "torch", ".npz": "numpy",
+           ".h5": "h5", ".keras": "keras", ".onnx": "onnx"}
 PYTORCH_FAMILIES = {1: ("rnn", "torch", "torch-rnn"), 4: ("lstm", "torch-lstm", "torch-lstm-rnn"),
                     3: ("gru", "torch-gru", "torch-gru-rnn")}  # gates: (family, cell system, layer system)
 # weight_ih_l0_reverse -> (weight, ih, 0, True); weight_ih -> (weight, ih, None, False)
@@ -54,7 +63,9 @@ def load_weights(path) -> dict[str, np.ndarray]:
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise FileRefused(f"{path}: expected one of {', '.join(sorted(READERS))}, got {path.suffix or 'no suffix'!r}")
-    weights = {"safetensors": _safetensors, "torch": _torch, "numpy": _numpy}[reader](path)
+    readers = {"safetensors": _safetensors, "torch": _torch, "numpy": _numpy, "h5": _h5, "keras": _keras_zip,
+               "onnx": _onnx}
+    weights = readers[reader](path)
     if not weights:
         raise FileRefused(f"{path}: expected named weights, got none")
     return weights
@@ -104,6 +115,76 @@ def _numpy(path: Path) -> dict[str, np.ndarray]:
         raise FileRefused(f"{path}: expected numeric arrays, got {error}") from None
     except (OSError, zipfile.BadZipFile, EOFError) as error:
         raise FileRefused(f"{path}: not a readable .npz file ({error})") from None
+
+
+def _h5(path, source=None) -> dict[str, np.ndarray]:
+    """Every dataset of an HDF5 file, by its path (h5py reads arrays; nothing is deserialised)."""
+    try:
+        import h5py
+    except ImportError:
+        raise FileRefused(f"{path}: reading .h5 needs h5py (pip install h5py)") from None
+    weights = {}
+    try:
+        with h5py.File(source or path, "r") as f:
+            def visit(name, item):
+                if isinstance(item, h5py.Dataset):
+                    if item.dtype.kind not in "fiu":
+                        raise FileRefused(f"{path}: {name}: expected numeric weights, got dtype {item.dtype}")
+                    weights[name] = np.asarray(item[()])
+            f.visititems(visit)
+    except FileRefused:
+        raise
+    except Exception as error:  # noqa: BLE001 - h5py raises OSError and others for a file that is not HDF5
+        raise FileRefused(f"{path}: not a readable HDF5 file ({type(error).__name__}: {error})") from None
+    return weights
+
+
+def _keras_zip(path: Path) -> dict[str, np.ndarray]:
+    """A ``.keras`` file: a zip holding ``model.weights.h5``, read from memory."""
+    import io
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = archive.read("model.weights.h5")
+    except (zipfile.BadZipFile, KeyError, OSError) as error:
+        raise FileRefused(f"{path}: expected a .keras archive holding model.weights.h5 ({error})") from None
+    return _h5(path, io.BytesIO(data))
+
+
+ONNX_RECURRENT = {"RNN": 1, "LSTM": 4, "GRU": 3}  # op_type: gates
+
+
+def _onnx(path: Path) -> dict[str, np.ndarray]:
+    """The recurrent nodes' initializers, as "<node>/W", "<node>/R", "<node>/B" (and their
+    linear_before_reset, a GRU's variant, as "<node>/linear_before_reset"); every other initializer by
+    its own name."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise FileRefused(f"{path}: reading .onnx needs onnx (pip install onnx)") from None
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as error:  # noqa: BLE001 - a protobuf that does not parse
+        raise FileRefused(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
+    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    weights, used = {}, set()
+    for index, node in enumerate(model.graph.node):
+        if node.op_type not in ONNX_RECURRENT:
+            continue
+        label = node.name or f"{node.op_type}_{index}"
+        for role, name in zip(("W", "R", "B"), node.input[1:4]):
+            if name:
+                if name not in initializers:
+                    raise FileRefused(f"{path}: node {label!r}: input {role} ({name!r}) is computed in the graph, "
+                                      f"not an initializer; expected stored weights")
+                weights[f"{label}/{role}"] = initializers[name]
+                used.add(name)
+        if node.op_type == "GRU":
+            lbr = next((a.i for a in node.attribute if a.name == "linear_before_reset"), 0)
+            weights[f"{label}/linear_before_reset"] = np.array(lbr)
+    weights.update({name: value for name, value in initializers.items() if name not in used})
+    return weights
 
 
 @dataclass
@@ -156,8 +237,12 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
     system's mapping; a group of recurrent names that does not read is refused by name."""
     groups: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
     skipped = []
+    keras, onnx = _keras_groups(weights), _onnx_groups(weights)
+    claimed = {name for group in (*keras.values(), *onnx.values()) for name in group.values()}
     for name, value in weights.items():
         match = PYTORCH_NAME.match(name)
+        if name in claimed:
+            continue
         if match is None:
             skipped.append(name)
             continue
@@ -166,7 +251,101 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
     inspection = Inspection(skipped=skipped)
     for (prefix, layered), own in groups.items():
         inspection.modules.append(_read_pytorch(prefix.rstrip("."), layered, own))
+    for location, directions in _keras_layers(keras).items():
+        inspection.modules.append(_read_keras(location, [{k: weights[n] for k, n in d.items()} for d in directions]))
+    for label, roles in onnx.items():
+        inspection.modules.append(_read_onnx(label, {role: weights[name] for role, name in roles.items()}))
     return inspection
+
+
+# Keras 3 (cell/vars/0..2) and Keras 2 (kernel:0, recurrent_kernel:0, bias:0) cells, by their group's path.
+KERAS3_VAR = re.compile(r"^(?P<group>.*)/cell/vars/(?P<index>[0-2])$")
+KERAS2_VAR = re.compile(r"^(?P<group>.*)/(?P<name>kernel|recurrent_kernel|bias)(?::0)?$")
+KERAS3_NAMES = ("kernel", "recurrent_kernel", "bias")
+
+
+def _keras_groups(weights) -> dict[str, dict[str, str]]:
+    """{group path: {"kernel": name, "recurrent_kernel": name, "bias": name}} for every Keras cell."""
+    groups: dict[str, dict[str, str]] = {}
+    for name in weights:
+        if (match := KERAS3_VAR.match(name)) is not None:
+            groups.setdefault(match["group"], {})[KERAS3_NAMES[int(match["index"])]] = name
+        elif (match := KERAS2_VAR.match(name)) is not None:
+            groups.setdefault(match["group"], {})[match["name"]] = name
+    return {group: names for group, names in groups.items() if "recurrent_kernel" in names and "kernel" in names}
+
+
+def _keras_layers(groups) -> dict[str, list[dict[str, str]]]:
+    """Cells grouped into layers: a Bidirectional's forward_* and backward_* halves are one layer, at the
+    path above them; any other cell is a layer at its own path (Keras 3's ``layers/<name>``)."""
+    layers: dict[str, list[dict[str, str]]] = {}
+    for group in sorted(groups):
+        parts = group.split("/")
+        forward = next((i for i, p in enumerate(parts) if p.startswith("forward")), None)
+        if forward is not None:
+            backward = "/".join(parts[:forward] + ["backward" + parts[forward][len("forward"):]] + parts[forward + 1:])
+            if backward in groups:
+                layers["/".join(parts[:forward])] = [groups[group], groups[backward]]
+                continue
+        if any(p.startswith("backward") for p in parts):
+            continue  # the other half of a pair found above
+        layers[group] = [groups[group]]
+    return layers
+
+
+def _read_keras(location: str, directions: list[dict[str, np.ndarray]]) -> Module:
+    where = f"Keras layer {location!r}"
+    rk = directions[0]["recurrent_kernel"]
+    if np.ndim(rk) != 2 or rk.shape[0] == 0 or rk.shape[1] % rk.shape[0]:
+        raise FileRefused(f"{where}: expected recurrent_kernel of shape (units, gates*units), got {np.shape(rk)}")
+    gates = rk.shape[1] // rk.shape[0]
+    family = {1: "rnn", 4: "lstm", 3: "gru"}.get(gates)
+    if family is None:
+        raise FileRefused(f"{where}: recurrent_kernel {rk.shape} has {gates} gates: expected 1, 3 or 4 "
+                          f"(SimpleRNN, GRU, LSTM)")
+    bias = directions[0].get("bias")
+    before = family == "gru" and bias is not None and np.ndim(bias) == 1
+    system = "keras-tf" + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") + "-rnn"
+    config = LayerConfig(1, len(directions) == 2, bias is not None)
+    native = {f"layer0.{('forward', 'backward')[d]}.{name}": value
+              for d, cell in enumerate(directions) for name, value in cell.items()}
+    try:
+        params = read(native, system, config)
+    except ValueError as error:
+        raise FileRefused(f"{where}: {error}") from None
+    return Module(location, system, family, config, int(directions[0]["kernel"].shape[0]), int(rk.shape[0]),
+                  native, params)
+
+
+def _onnx_groups(weights) -> dict[str, dict[str, str]]:
+    """{node label: {"W": name, "R": name, "B": name, "linear_before_reset": name}} of every recurrent node."""
+    groups: dict[str, dict[str, str]] = {}
+    for name in weights:
+        label, _, role = name.rpartition("/")
+        if label and role in ("W", "R", "B", "linear_before_reset"):
+            groups.setdefault(label, {})[role] = name
+    return {label: roles for label, roles in groups.items() if "W" in roles and "R" in roles}
+
+
+def _read_onnx(label: str, roles: dict[str, np.ndarray]) -> Module:
+    where = f"ONNX node {label!r}"
+    W, R = roles["W"], roles["R"]
+    if np.ndim(R) != 3 or R.shape[2] == 0 or R.shape[1] % R.shape[2] or np.ndim(W) != 3:
+        raise FileRefused(f"{where}: expected W (directions, gates*hidden, input) and R (directions, "
+                          f"gates*hidden, hidden), got W {np.shape(W)}, R {np.shape(R)}")
+    gates = R.shape[1] // R.shape[2]
+    family = {1: "rnn", 4: "lstm", 3: "gru"}.get(gates)
+    if family is None:
+        raise FileRefused(f"{where}: R {R.shape} has {gates} gates: expected 1, 3 or 4 (RNN, GRU, LSTM)")
+    before = family == "gru" and int(roles.get("linear_before_reset", 0)) == 0
+    system = "onnx-ort" + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "")
+    config = LayerConfig(1, W.shape[0] == 2, "B" in roles)
+    native = {role: value for role, value in roles.items() if role in ("W", "R", "B")}
+    try:
+        params = read(native, system, config)
+    except ValueError as error:
+        raise FileRefused(f"{where}: {error}") from None
+    return Module(label, system, family, config, int(W.shape[2]), int(R.shape[2]), native, params)
 
 
 def _read_pytorch(location: str, layered: bool, own: dict[str, np.ndarray]) -> Module:
