@@ -252,7 +252,9 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
     for (prefix, layered), own in groups.items():
         inspection.modules.append(_read_pytorch(prefix.rstrip("."), layered, own))
     for location, directions in _keras_layers(keras).items():
-        inspection.modules.append(_read_keras(location, [{k: weights[n] for k, n in d.items()} for d in directions]))
+        keras2 = any(KERAS3_VAR.match(name) is None for d in directions for name in d.values())  # kernel:0 names
+        inspection.modules.append(_read_keras(location, [{k: weights[n] for k, n in d.items()} for d in directions],
+                                              "tf-keras" if keras2 else "keras-tf"))
     for label, roles in onnx.items():
         inspection.modules.append(_read_onnx(label, {role: weights[name] for role, name in roles.items()}))
     return inspection
@@ -293,7 +295,9 @@ def _keras_layers(groups) -> dict[str, list[dict[str, str]]]:
     return layers
 
 
-def _read_keras(location: str, directions: list[dict[str, np.ndarray]]) -> Module:
+def _read_keras(location: str, directions: list[dict[str, np.ndarray]], implementation: str) -> Module:
+    """One Keras layer; ``implementation``: "keras-tf" (Keras 3's layout and hard sigmoid) or "tf-keras"
+    (Keras 2's: the same layout; its hard_sigmoid is another function, which a weight file does not say)."""
     where = f"Keras layer {location!r}"
     rk = directions[0]["recurrent_kernel"]
     if np.ndim(rk) != 2 or rk.shape[0] == 0 or rk.shape[1] % rk.shape[0]:
@@ -305,7 +309,11 @@ def _read_keras(location: str, directions: list[dict[str, np.ndarray]]) -> Modul
                           f"(SimpleRNN, GRU, LSTM)")
     bias = directions[0].get("bias")
     before = family == "gru" and bias is not None and np.ndim(bias) == 1
-    system = "keras-tf" + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") + "-rnn"
+    member = ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") + "-rnn"
+    from frameworks import ADAPTERS  # the registry (no framework imported)
+
+    # Keras 2's gated layers are no systems of the suite: their layout is Keras 3's, whose mapping reads them.
+    system = implementation + member if implementation + member in ADAPTERS else "keras-tf" + member
     config = LayerConfig(1, len(directions) == 2, bias is not None)
     native = {f"layer0.{('forward', 'backward')[d]}.{name}": value
               for d, cell in enumerate(directions) for name, value in cell.items()}

@@ -86,3 +86,25 @@ def test_a_keras_gru_with_pytorchs_gate_order_is_caught_and_named(tmp_path):
     result = run("verify", source, tmp_path / "copied.weights.h5")
     assert result.exit_code == 1, result.output
     assert "B is A with the GRU gates r and z exchanged in W_x, W_h and the biases" in result.output
+
+
+def test_a_keras_2_h5_file_is_read_layer_by_layer(tmp_path):
+    import json
+
+    import tf_keras
+
+    model = tf_keras.Sequential([tf_keras.layers.InputLayer((None, I)),
+                                 tf_keras.layers.SimpleRNN(H, return_sequences=True),
+                                 tf_keras.layers.Bidirectional(tf_keras.layers.GRU(H, reset_after=False)),
+                                 tf_keras.layers.Dense(1)])
+    model.save_weights(tmp_path / "model.h5")
+    document = json.loads(run("inspect", tmp_path / "model.h5", "--json").output)
+    found = {(m["system"], m["gru_variant"], m["bidirectional"], m["input_size"]) for m in document["modules"]}
+    assert found == {("tf-keras-rnn", None, False, I), ("keras-tf-gru-reset-before-rnn", "reset_before", True, H)}
+    assert sorted(document["skipped"]) == ["dense/dense/bias:0", "dense/dense/kernel:0"]
+    # the same model with one recurrent weight changed: not equivalent
+    rnn = model.layers[0]
+    rnn.cell.recurrent_kernel.assign(rnn.cell.recurrent_kernel.numpy().T)
+    model.save_weights(tmp_path / "changed.h5")
+    result = run("verify", tmp_path / "model.h5", tmp_path / "changed.h5")
+    assert result.exit_code == 1 and "each gate block of W_h transposed" in result.output, result.output
