@@ -21,12 +21,14 @@ read), with one line naming what was expected and what was received, never a tra
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
 WIDTH = 100  # human output fits 100 columns
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up notices, where verify runs it
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": WIDTH})
@@ -68,8 +70,10 @@ def inspect(file, system, as_json):
 @click.option("--a-as", metavar="SYSTEM", help="read A as one module of SYSTEM")
 @click.option("--b-as", metavar="SYSTEM", help="read B as one module of SYSTEM")
 @click.option("--seed", default=0, show_default=True, help="seed of the inputs and initial state both run on")
+@click.option("--run/--no-run", "run_frameworks", default=True, show_default=True,
+              help="also run each file's framework on its own weights (imports it)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
-def verify(a, b, a_as, b_as, seed, as_json):
+def verify(a, b, a_as, b_as, seed, run_frameworks, as_json):
     """Whether the recurrent modules of A and B compute the same function, pair by pair."""
     from harness.verify import verify_modules
 
@@ -77,7 +81,7 @@ def verify(a, b, a_as, b_as, seed, as_json):
     if not first or not second or len(first) != len(second):
         _refuse(f"expected the same number of recurrent modules in both files (at least one), got "
                 f"{len(first)} in {Path(a).name} and {len(second)} in {Path(b).name}")
-    verdicts = [verify_modules(x, y, seed) for x, y in zip(first, second)]
+    verdicts = [verify_modules(x, y, seed, run_frameworks=run_frameworks) for x, y in zip(first, second)]
     equivalent = all(v.equivalent for v in verdicts)
     if as_json:
         click.echo(json.dumps({"a": str(a), "b": str(b), "seed": seed, "equivalent": equivalent,
@@ -88,6 +92,11 @@ def verify(a, b, a_as, b_as, seed, as_json):
                                     f"{v.reason}"))
             for line in v.parameters:
                 click.echo(_wrapped("  parameters: ", line))
+            for side, found in v.frameworks.items():
+                click.echo(_wrapped(f"  {side}'s framework: ", "; ".join(
+                    f"{key}: {value}" if isinstance(value, str) else
+                    f"{key} err/bound {value.ratio:.3g} ({'within' if value.equivalent else 'EXCEEDS'})"
+                    for key, value in found.items())))
             for explanation in v.diagnosis:
                 click.echo(_wrapped("  explained: ", explanation.sentence("A", "B")))
             if not v.equivalent and v.runs and not v.diagnosis:

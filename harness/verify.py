@@ -16,6 +16,11 @@ canonical parameters (``reference.params``) whatever the framework. Three checks
    what the suite asks of two systems. The verdict is float32's: two files whose float32 runs cannot
    be told apart from rounding are equivalent; float64's ratio is reported beside it.
 
+4. **The frameworks themselves** (``run_frameworks``): each module's system runs its own weights, through
+   the suite's runner (``frameworks.load``), on the same inputs in float32 and float64 (those it
+   computes), against the float64 reference of what it holds, with the bound of the suite's reference
+   test. A framework that is not installed is said so, and its run left out of the verdict.
+
 A module pair that is not equivalent goes to ``harness.diagnose``, which looks for the mistake that
 explains the difference.
 """
@@ -43,12 +48,16 @@ class Verdict:
     parameters: list[str] = field(default_factory=list)  # the canonical tensors that differ, with their size
     runs: dict[str, Comparison] = field(default_factory=dict)  # by dtype
     diagnosis: list = field(default_factory=list)  # harness.diagnose.Explanation, where not equivalent
+    # Each side's framework run: {"A"/"B": {dtype: Comparison} or {"not run": reason}}
+    frameworks: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "equivalent": self.equivalent, "reason": self.reason,
                 "parameters_differing": self.parameters,
                 "runs": {dtype: c.as_record() for dtype, c in self.runs.items()},
-                "diagnosis": [e.as_dict() for e in self.diagnosis]}
+                "diagnosis": [e.as_dict() for e in self.diagnosis],
+                "frameworks": {side: {key: value.as_record() if isinstance(value, Comparison) else value
+                                      for key, value in runs.items()} for side, runs in self.frameworks.items()}}
 
 
 def name_of(module) -> str:
@@ -117,7 +126,35 @@ def _dtype(cell) -> str:
     return "float32" if np.asarray(cell.W_x).dtype == np.float32 else "float64"
 
 
-def verify_modules(a, b, seed: int = 0, diagnose: bool = True) -> Verdict:
+def framework_run(module, xs, state) -> dict:
+    """``module``'s system run on its own weights in each dtype it computes, against the float64 reference
+    of what it holds: {dtype: Comparison}, or {"not run": why} where the framework cannot be loaded."""
+    from frameworks import load
+
+    try:
+        adapter = load(module.system)
+    except ImportError as error:
+        return {"not run": f"{module.system}: {error}"}
+    shape = (module.config.num_layers, module.config.bidirectional, module.config.bias)
+    checked = sorted({(c.num_layers, c.bidirectional, c.bias) for c in adapter.configs})
+    # A layer's runner builds any stack; a cell system's runs the structures its test plan declares.
+    if not adapter.layer and shape[:2] != (1, False) and shape not in checked:
+        return {"not run": f"{module.system}'s runner takes (layers, bidirectional, bias) in {checked}, "
+                           f"not {shape}"}
+    runs = {}
+    for dtype in (d for d in DTYPES if d in adapter.dtypes):
+        params = module.params.astype(dtype)
+        exact, bound = reference_and_bound(params, xs, state, dtype)
+        bound = pair_bound(bound, reference_and_bound(params, xs, state, "float64")[1])
+        actual = adapter.run(params, xs.astype(dtype), {k: v.astype(dtype) for k, v in state.items()},
+                             module.config)
+        runs[dtype] = compare_outputs(actual, adapter.arrange(exact, module.config),
+                                      adapter.arrange(bound, module.config),
+                                      f"{adapter.describe()} on {name_of(module)}, {dtype}")
+    return runs
+
+
+def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: bool = False) -> Verdict:
     a_name, b_name = name_of(a), name_of(b)
     sa, sb = structure(a), structure(b)
     if sa != sb:
@@ -132,6 +169,13 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True) -> Verdict:
               f"float64 {runs['float64'].ratio:.3g})" if equivalent else
               f"float32 runs differ beyond the bound (err/bound {runs['float32'].ratio:.3g})")
     verdict = Verdict(a_name, b_name, equivalent, reason, parameters, runs)
+    if run_frameworks:
+        verdict.frameworks = {"A": framework_run(a, xs, state), "B": framework_run(b, xs, state)}
+        exceeded = [f"{side} in {dtype} (err/bound {c.ratio:.3g})" for side, found in verdict.frameworks.items()
+                    for dtype, c in found.items() if isinstance(c, Comparison) and not c.equivalent]
+        if exceeded:
+            verdict.equivalent = False
+            verdict.reason += "; the framework's own run exceeds its bound: " + ", ".join(exceeded)
     if not equivalent and diagnose:
         from harness.diagnose import explain
 

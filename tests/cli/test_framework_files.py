@@ -3,6 +3,8 @@ Keras by the mapping and saved with Keras's own save_weights (.weights.h5) and s
 to ONNX by torch.onnx.export; verify settles each port against the PyTorch file, and the ports people
 get wrong (bias_hh left out, the Keras GRU's gates copied in PyTorch's order) are caught and named."""
 
+import json
+
 import numpy as np
 
 from frameworks.convert import convert
@@ -45,6 +47,11 @@ def test_a_pytorch_lstm_ported_to_keras_and_onnx_verifies(tmp_path):
     for port in ("ported.weights.h5", "ported.keras"):
         result = run("verify", source, tmp_path / port)
         assert result.exit_code == 0, (port, result.output)
+    # each side's framework ran its own weights, in both dtypes, within the bound
+    (pair,) = json.loads(run("verify", source, tmp_path / "ported.keras", "--json").output)["pairs"]
+    assert {side: sorted(runs) for side, runs in pair["frameworks"].items()} == \
+        {"A": ["float32", "float64"], "B": ["float32", "float64"]}
+    assert all(c["ratio"] <= 1 for runs in pair["frameworks"].values() for c in runs.values())
     onnx = tmp_path / "exported.onnx"
     torch.onnx.export(_loaded(state), (torch.zeros(2, 1, I),), str(onnx), dynamo=False)  # an LSTM node
     result = run("verify", source, onnx)
@@ -89,8 +96,6 @@ def test_a_keras_gru_with_pytorchs_gate_order_is_caught_and_named(tmp_path):
 
 
 def test_a_keras_2_h5_file_is_read_layer_by_layer(tmp_path):
-    import json
-
     import tf_keras
 
     model = tf_keras.Sequential([tf_keras.layers.InputLayer((None, I)),
