@@ -281,7 +281,7 @@ def _keras_layers(groups) -> dict[str, list[dict[str, str]]]:
     """Cells grouped into layers: a Bidirectional's forward_* and backward_* halves are one layer, at the
     path above them; any other cell is a layer at its own path (Keras 3's ``layers/<name>``)."""
     layers: dict[str, list[dict[str, str]]] = {}
-    for group in sorted(groups):
+    for group in sorted(groups, key=_natural):  # lstm, lstm_1, ..., lstm_10: the order Keras names them in
         parts = group.split("/")
         forward = next((i for i, p in enumerate(parts) if p.startswith("forward")), None)
         if forward is not None:
@@ -293,6 +293,28 @@ def _keras_layers(groups) -> dict[str, list[dict[str, str]]]:
             continue  # the other half of a pair found above
         layers[group] = [groups[group]]
     return layers
+
+
+def _natural(path: str):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def stacked(modules: list[Module]) -> Module:
+    """Consecutive one-layer modules (a Keras model's stacked layers, each its own layer in the file) as one
+    stack, where each reads the one before's output: the structure a PyTorch ``num_layers`` module has."""
+    first = modules[0]
+    for below, above in zip(modules, modules[1:]):
+        same = (above.system, above.config.bidirectional, above.config.bias) == \
+            (first.system, first.config.bidirectional, first.config.bias)
+        if not same or above.input_size != below.config.num_directions * below.hidden_size \
+                or below.config.num_layers != 1 or above.config.num_layers != 1:
+            raise FileRefused(f"{above.location}: does not stack on {below.location} (another kind of layer, "
+                              f"or input_size {above.input_size} is not its output size)")
+    params = StackParams([layer for m in modules for layer in m.params.layers])
+    config = LayerConfig(len(modules), first.config.bidirectional, first.config.bias)
+    weights = mapping(first.system).to_native(params, config)  # the stack's own names: layer1.forward.kernel, ...
+    return Module(f"{first.location} .. {modules[-1].location}", first.system, first.family, config,
+                  first.input_size, first.hidden_size, weights, params)
 
 
 def _read_keras(location: str, directions: list[dict[str, np.ndarray]], implementation: str) -> Module:
@@ -421,3 +443,65 @@ def read_as(weights: dict[str, np.ndarray], system: str, location: str = "") -> 
     expected = sorted(source.native_spec(LayerConfig(1, False, True), 1, 1))
     raise FileRefused(f"{source.cell} ({system}): expected weights named like {expected} (one cell; "
                       f"layers and directions add their own), got {sorted(names)}")
+
+
+# --- writing: the target system's weights in its framework's own format ---------------------------
+WRITERS = {".npz": "any system", ".safetensors": "any system", ".pt": "PyTorch systems (torch-*)",
+           ".pth": "PyTorch systems (torch-*)", ".h5": "Keras systems (keras-*, tf-keras-*): a .weights.h5"}
+
+
+def write_weights(native: dict[str, np.ndarray], system: str, config: LayerConfig, path) -> Path:
+    """``native`` (``system``'s weights in ``config``) written to ``path``, in the format its suffix names:
+    .npz and .safetensors by the system's own names; .pt/.pth a state_dict by ``torch.save`` (what
+    ``load_state_dict`` takes); .weights.h5 by Keras's own ``save_weights``, of a ``Sequential`` of the
+    layers (``tf_keras`` for Keras 2's systems), which ``load_weights`` of the same layers reads."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in WRITERS:
+        raise FileRefused(f"{path}: expected one of {', '.join(WRITERS)}, got {suffix or 'no suffix'!r}")
+    if suffix == ".npz":
+        np.savez(path, **native)
+    elif suffix == ".safetensors":
+        try:
+            from safetensors.numpy import save_file
+        except ImportError:
+            raise FileRefused(f"{path}: writing .safetensors needs the safetensors package") from None
+        save_file({name: np.ascontiguousarray(value) for name, value in native.items()}, str(path))
+    elif suffix in (".pt", ".pth"):
+        if not system.startswith("torch"):
+            raise FileRefused(f"{path}: a torch.save state_dict holds a PyTorch system's weights, not {system}'s; "
+                              f"write .npz or .safetensors")
+        import torch
+
+        torch.save({name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in native.items()}, path)
+    else:
+        if not system.startswith(("keras-", "tf-keras")):
+            raise FileRefused(f"{path}: a .weights.h5 holds a Keras system's weights, not {system}'s")
+        _keras_model(native, system, config).save_weights(path)
+    return path
+
+
+def _keras_model(native, system: str, config: LayerConfig):
+    """A Sequential of the system's layers (the cell's layer class for a cell system) holding ``native``."""
+    source = mapping(system)
+    module = __import__("tf_keras" if system.startswith("tf-keras") else "keras")
+    layers, reads = [], []
+    first = read(native, system, config).layers[0][0]
+    I, H = first.W_x.shape[1], first.W_h.shape[1]
+    kind = {"rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}[source.family]
+    options = {"reset_after": source.variant == "reset_after"} if source.family == "gru" else {}
+    for k in range(config.num_layers):
+        layer = getattr(module.layers, kind)(H, return_sequences=True, use_bias=config.bias, **options)
+        if config.bidirectional:
+            layer = module.layers.Bidirectional(layer)
+        layers.append(layer)
+    model = module.Sequential([module.Input((None, I)), *layers] if module.__name__ == "keras"
+                              else [module.layers.InputLayer((None, I)), *layers])
+    for k, layer in enumerate(layers):
+        halves = [layer.forward_layer, layer.backward_layer] if config.bidirectional else [layer]
+        for d, half in enumerate(halves):
+            for name in ("kernel", "recurrent_kernel", "bias")[:3 if config.bias else 2]:
+                reads.append((getattr(half.cell, name), native[source.tag(k, d) + name]))
+    for variable, value in reads:
+        variable.assign(value)
+    return model

@@ -2,6 +2,7 @@
 
     rnn-equivalence inspect FILE [--as SYSTEM] [--json]
     rnn-equivalence verify A B [--a-as SYSTEM] [--b-as SYSTEM] [--seed N] [--json]
+    rnn-equivalence convert FILE --to SYSTEM -o OUT [--as SYSTEM] [--json]
 
 ``inspect`` lists every recurrent module of a weight file (``frameworks.files``: PyTorch state_dicts
 as .safetensors, .pt/.pth/.bin or .npz): where it is, which system of the suite reads it, its
@@ -14,7 +15,13 @@ weights (Keras's kernel/recurrent_kernel/bias, ONNX's W/R/B, ...) as one module 
 (``harness.verify``: structure, canonical parameters, runs against the derived bound); a pair that
 differs is diagnosed (``harness.diagnose``: the porting mistakes that explain the difference).
 
-Exit codes: 0 read (inspect) or equivalent (verify); 1 not equivalent; 2 bad input (a file that is not named weights, or recurrent weights that do not
+``convert`` writes the file's one recurrent module as another system's weights (``frameworks.convert``),
+in the format OUT's suffix names (``frameworks.files.write_weights``), reads OUT back and verifies it
+against FILE, the frameworks run: the verdict with the derived bound. A target that cannot hold the
+same function refuses, saying why (exit 1).
+
+Exit codes: 0 read (inspect), equivalent (verify) or converted and equivalent (convert); 1 not
+equivalent, or refused; 2 bad input (a file that is not named weights, or recurrent weights that do not
 read), with one line naming what was expected and what was received, never a traceback.
 """
 
@@ -77,7 +84,7 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, as_json):
     """Whether the recurrent modules of A and B compute the same function, pair by pair."""
     from harness.verify import verify_modules
 
-    first, second = _inspection(a, a_as).modules, _inspection(b, b_as).modules
+    first, second = _paired(_inspection(a, a_as).modules, _inspection(b, b_as).modules)
     if not first or not second or len(first) != len(second):
         _refuse(f"expected the same number of recurrent modules in both files (at least one), got "
                 f"{len(first)} in {Path(a).name} and {len(second)} in {Path(b).name}")
@@ -103,6 +110,72 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, as_json):
                 click.echo("  no single porting mistake of harness/diagnose.py explains the difference")
         click.echo(f"verdict: {'equivalent' if equivalent else 'not equivalent'} (seed {seed})")
     sys.exit(0 if equivalent else 1)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--to", "target", required=True, metavar="SYSTEM", help="the system to write the weights for")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="OUT: .npz, .safetensors (any system), .pt (PyTorch), .weights.h5 (Keras)")
+@click.option("--as", "system", metavar="SYSTEM", help="read FILE as one module of SYSTEM")
+@click.option("--seed", default=0, show_default=True, help="seed of the inputs the check runs on")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
+def convert(file, target, output, system, seed, as_json):
+    """FILE's recurrent module written as SYSTEM's weights to OUT, then checked against FILE."""
+    from frameworks.convert import ConversionRefused
+    from frameworks.convert import convert as convert_weights
+    from frameworks.files import FileRefused, load_weights, read_as, write_weights
+    from harness.verify import verify_modules
+
+    modules = _inspection(file, system).modules
+    if len(modules) > 1:  # a Keras model's stacked layers: one stack, where they stack
+        from frameworks.files import stacked
+
+        try:
+            modules = [stacked(modules)]
+        except FileRefused:
+            pass
+    if len(modules) != 1:
+        _refuse(f"{Path(file).name}: expected one recurrent module to convert, got {len(modules)} "
+                f"({', '.join(m.location or '(top level)' for m in modules)})")
+    (source,) = modules
+    try:
+        native = convert_weights(source.weights, source.system, target, config=source.config)
+    except ConversionRefused as error:
+        click.echo(f"rnn-equivalence: refused: {error}", err=True)
+        sys.exit(1)
+    except ValueError as error:  # an unknown target system
+        _refuse(str(error))
+    try:
+        written = write_weights(native, target, source.config, output)
+        back = [read_as(load_weights(written), target)] if Path(output).suffix.lower() in (".npz", ".safetensors") \
+            else _inspection(written).modules
+        (back,) = _paired([source], back)[1]
+    except FileRefused as error:
+        _refuse(str(error))
+    verdict = verify_modules(source, back, seed, run_frameworks=True)
+    if as_json:
+        click.echo(json.dumps({"file": str(file), "output": str(output), "target": target,
+                               "check": verdict.as_dict()}, indent=2))
+    else:
+        click.echo(f"wrote {Path(output).name}: {back.system}, {len(native)} weight(s)")
+        click.echo(_wrapped("", f"{'EQUIVALENT' if verdict.equivalent else 'NOT EQUIVALENT'}: {verdict.reason}"))
+    sys.exit(0 if verdict.equivalent else 1)
+
+
+def _paired(first: list, second: list) -> tuple[list, list]:
+    """The two files' modules, a stack on one side matched with the same number of stacked one-layer modules
+    on the other (a PyTorch ``num_layers=2`` module and a Keras model's two layers) by stacking those."""
+    from frameworks.files import FileRefused, stacked
+
+    try:
+        if len(first) == 1 and len(second) == first[0].config.num_layers > 1:
+            return first, [stacked(second)]
+        if len(second) == 1 and len(first) == second[0].config.num_layers > 1:
+            return [stacked(first)], second
+    except FileRefused as error:
+        _refuse(str(error))
+    return first, second
 
 
 def _inspection(file, system=None):
