@@ -46,6 +46,11 @@ class FileRefused(ValueError):
     """A file that cannot be read as named weights (the reason, and what was expected, are said)."""
 
 
+# The largest weight read, in elements: a recurrent layer of hidden size 16384 has 4 * 16384^2 = 1.07e9
+# (an LSTM's W_h). A file declaring more (an HDF5 dataset or ONNX tensor is a shape and a promise) is refused
+# before anything is allocated.
+MAX_ELEMENTS = 2**31
+
 READERS = {".safetensors": "safetensors", ".pt": "torch", ".pth": "torch", ".bin": "torch", ".npz": "numpy",
            ".h5": "h5", ".keras": "keras", ".onnx": "onnx"}
 PYTORCH_FAMILIES = {1: ("rnn", "torch", "torch-rnn"), 4: ("lstm", "torch-lstm", "torch-lstm-rnn"),
@@ -130,6 +135,7 @@ def _h5(path, source=None) -> dict[str, np.ndarray]:
                 if isinstance(item, h5py.Dataset):
                     if item.dtype.kind not in "fiu":
                         raise FileRefused(f"{path}: {name}: expected numeric weights, got dtype {item.dtype}")
+                    _check_size(path, name, item.shape)
                     weights[name] = np.asarray(item[()])
             f.visititems(visit)
     except FileRefused:
@@ -137,6 +143,13 @@ def _h5(path, source=None) -> dict[str, np.ndarray]:
     except Exception as error:  # noqa: BLE001 - h5py raises OSError and others for a file that is not HDF5
         raise FileRefused(f"{path}: not a readable HDF5 file ({type(error).__name__}: {error})") from None
     return weights
+
+
+def _check_size(path, name, shape) -> None:
+    size = int(np.prod(shape, dtype=np.float64)) if len(shape) else 1
+    if size > MAX_ELEMENTS:
+        raise FileRefused(f"{path}: {name}: declares shape {tuple(shape)}, {size:.3g} elements: expected at most "
+                          f"{MAX_ELEMENTS:.3g} for one weight")
 
 
 def _keras_zip(path: Path) -> dict[str, np.ndarray]:
@@ -167,7 +180,13 @@ def _onnx(path: Path) -> dict[str, np.ndarray]:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # noqa: BLE001 - a protobuf that does not parse
         raise FileRefused(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
-    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for tensor in model.graph.initializer:
+        _check_size(path, tensor.name, tuple(tensor.dims))
+    try:
+        initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    except Exception as error:  # noqa: BLE001 - a tensor whose data does not fit its declared shape or type
+        raise FileRefused(f"{path}: an initializer does not read as an array ({type(error).__name__}: {error})") \
+            from None
     weights, used = {}, set()
     for index, node in enumerate(model.graph.node):
         if node.op_type not in ONNX_RECURRENT:

@@ -152,3 +152,29 @@ def test_the_pickle_module_is_never_used_on_npz(tmp_path, monkeypatch):
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("pickle.loads called"))
     path = save(tmp_path / "model.npz", model_weights())
     assert find_recurrent(load_weights(path)).modules
+
+
+def test_hostile_and_malformed_framework_files_exit_2(tmp_path):
+    """Files that claim more than they hold, or are not what their suffix says: one line, exit 2."""
+    import zipfile
+
+    import h5py
+
+    huge = tmp_path / "huge.weights.h5"
+    with h5py.File(huge, "w") as f:  # 2^40 elements declared, a few bytes stored (chunked, never written)
+        f.create_dataset("layers/lstm/cell/vars/0", shape=(2**20, 2**20), dtype="f4", chunks=(1, 1))
+    strings = tmp_path / "strings.h5"
+    with h5py.File(strings, "w") as f:
+        f.create_dataset("lstm/lstm/lstm_cell/kernel:0", data=np.array([b"abc"]))
+    no_weights = tmp_path / "model.keras"
+    with zipfile.ZipFile(no_weights, "w") as archive:
+        archive.writestr("config.json", "{}")
+    cases = {huge: "declares shape (1048576, 1048576)", strings: "expected numeric weights",
+             no_weights: "holding model.weights.h5"}
+    (tmp_path / "garbage.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\x00" * 20)
+    (tmp_path / "garbage.onnx").write_bytes(b"\xff" * 64)
+    cases.update({tmp_path / "garbage.h5": "not a readable HDF5 file", tmp_path / "garbage.onnx": "not a readable ONNX"})
+    for path, message in cases.items():
+        result = run("inspect", path)
+        assert result.exit_code == 2 and message in result.output, (path.name, result.output)
+        assert "Traceback" not in result.output
