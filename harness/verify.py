@@ -154,13 +154,14 @@ def framework_run(module, xs, state) -> dict:
     return runs
 
 
-def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: bool = False) -> Verdict:
+def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: bool = False,
+                   steps: int = STEPS) -> Verdict:
     a_name, b_name = name_of(a), name_of(b)
     sa, sb = structure(a), structure(b)
     if sa != sb:
         differ = ", ".join(f"{key} {sa[key]} vs {sb[key]}" for key in sa if sa[key] != sb[key])
         return Verdict(a_name, b_name, False, f"different structures: {differ}")
-    xs, state = inputs_for(a, seed)
+    xs, state = inputs_for(a, seed, steps)
     runs = {dtype: run_ratio(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}")
             for dtype in DTYPES}
     parameters = parameter_differences(a, b)

@@ -94,7 +94,8 @@ def test_every_porting_mistake_is_caught_and_named(name, family, layers, bidirec
             made = list({next((k for k in kinds if k in what), what): (what, change) for what, change in made
                          if any(k in what for k in kinds)}.values())
         for what, change in made:
-            verdict = verify_modules(a, module(name, change(stack), layers, bidirectional))
+            # three steps: a mistake shows from the first (they are all in the first step's arithmetic)
+            verdict = verify_modules(a, module(name, change(stack), layers, bidirectional), steps=3)
             assert not verdict.equivalent, f"{name}: {what} went unnoticed ({verdict.reason})"
             assert what in [e.mistake for e in verdict.diagnosis], (what, [e.mistake for e in verdict.diagnosis])
             tried.add(what)
