@@ -14,7 +14,11 @@ Formats read (by suffix):
 - ``.weights.h5`` (Keras 3), ``.h5`` (Keras 2 / tf_keras ``save_weights``), read with h5py (arrays only),
   and ``.keras`` (Keras 3's zip: its ``model.weights.h5``, read from memory; its config is not read);
 - ``.onnx``: the ``RNN``, ``LSTM`` and ``GRU`` nodes of the graph, their W, R, B initializers, read with
-  ``onnx.load`` (a protobuf: data only), each node's ``linear_before_reset`` kept beside them.
+  ``onnx.load`` (a protobuf: data only), each node's ``linear_before_reset`` kept beside them;
+- a TF1 checkpoint (``model.ckpt.index``, or the prefix ``model.ckpt``): its variables, read with
+  ``tf.train.load_checkpoint`` (tensors only; the graph's ``.meta`` is not read);
+- ``.msgpack``: Flax's ``flax.serialization.to_bytes`` of a variables dict (linen) or of an nnx state's
+  pure dict, read with ``flax.serialization.msgpack_restore`` (msgpack: data only), paths joined by "/".
 
 A recurrent module is found by PyTorch's own parameter names (``nn.RNN``/``nn.LSTM``/``nn.GRU``:
 ``weight_ih_l{k}[_reverse]``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, ``weight_hr_l{k}``;
@@ -25,11 +29,17 @@ PyTorch's names. Keras layers are found by their cells' weights (Keras 3: ``<lay
 = kernel, recurrent_kernel, bias; Keras 2: ``<layer>/.../kernel:0``, ``recurrent_kernel:0``, ``bias:0``),
 a ``Bidirectional`` by its ``forward_*`` and ``backward_*`` halves; the family from recurrent_kernel's
 columns over its rows, a GRU's variant from its bias (two rows: reset_after). ONNX nodes by their
-op_type. Every other weight (an embedding, a dense head) is listed as skipped.
+op_type. TF1 cells by their variable scope (``basic_rnn_cell``, ``basic_lstm_cell``, ``lstm_cell``,
+``gru_cell``; ``rnn/multi_rnn_cell/cell_0/...``, ``bidirectional_rnn/fw/...`` each a cell), read with
+the TF1 mapping, ``forget_bias`` 1.0 (the cells' default, which the checkpoint does not record) folded
+out. Flax cells by the names under one path (linen's ``ii``, ``if``, ... ``hi.bias``; nnx's ``dense_i``,
+``if_``, ...: exactly one Flax system's). Every other weight (an embedding, a dense head, an optimizer's
+slots) is listed as skipped.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -50,9 +60,11 @@ class FileRefused(ValueError):
 # (an LSTM's W_h). A file declaring more (an HDF5 dataset or ONNX tensor is a shape and a promise) is refused
 # before anything is allocated.
 MAX_ELEMENTS = 2**31
+# The largest file read, checked before reading (a recurrent model's weights are megabytes).
+MAX_FILE_BYTES = int(float(os.environ.get("RNN_EQ_MAX_FILE_GIB", "4")) * 2**30)
 
 READERS = {".safetensors": "safetensors", ".pt": "torch", ".pth": "torch", ".bin": "torch", ".npz": "numpy",
-           ".h5": "h5", ".keras": "keras", ".onnx": "onnx"}
+           ".h5": "h5", ".keras": "keras", ".onnx": "onnx", ".index": "tf_checkpoint", ".msgpack": "flax"}
 PYTORCH_FAMILIES = {1: ("rnn", "torch", "torch-rnn"), 4: ("lstm", "torch-lstm", "torch-lstm-rnn"),
                     3: ("gru", "torch-gru", "torch-gru-rnn")}  # gates: (family, cell system, layer system)
 # weight_ih_l0_reverse -> (weight, ih, 0, True); weight_ih -> (weight, ih, None, False)
@@ -63,13 +75,21 @@ PYTORCH_NAME = re.compile(r"^(?P<prefix>(?:.*\.)?)(?P<kind>weight|bias)_(?P<side
 def load_weights(path) -> dict[str, np.ndarray]:
     """The named arrays of a weight file (see the module's docstring for the formats), flat, as NumPy."""
     path = Path(path)
+    if not path.is_file() and path.with_name(path.name + ".index").is_file():
+        path = path.with_name(path.name + ".index")  # a TF1 checkpoint named by its prefix, as TF names it
     if not path.is_file():
         raise FileRefused(f"{path}: no such file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise FileRefused(f"{path}: {size / 2**30:.1f} GiB: expected at most {MAX_FILE_BYTES / 2**30:.0f} GiB of weights "
+                          f"(set RNN_EQ_MAX_FILE_GIB to read more)")
+    if size == 0:
+        raise FileRefused(f"{path}: empty file: expected weights ({READERS.get(path.suffix.lower(), 'a known format')})")
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise FileRefused(f"{path}: expected one of {', '.join(sorted(READERS))}, got {path.suffix or 'no suffix'!r}")
     readers = {"safetensors": _safetensors, "torch": _torch, "numpy": _numpy, "h5": _h5, "keras": _keras_zip,
-               "onnx": _onnx}
+               "onnx": _onnx, "tf_checkpoint": _tf_checkpoint, "flax": _flax_msgpack}
     weights = readers[reader](path)
     if not weights:
         raise FileRefused(f"{path}: expected named weights, got none")
@@ -99,7 +119,9 @@ def _torch(path: Path) -> dict[str, np.ndarray]:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - weights_only refuses any object with an UnpicklingError
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise FileRefused(f"{path}: torch.load(weights_only=True) refused it: {first}") from None
+        raise FileRefused(f"{path}: torch.load(weights_only=True) refused it: {first[:200]}. Nothing in it was "
+                          f"run. Save the weights alone: torch.save(model.state_dict(), path), or "
+                          f"safetensors.torch.save_file(model.state_dict(), 'model.safetensors')") from None
     if isinstance(loaded, dict) and isinstance(loaded.get("state_dict"), dict):
         loaded = loaded["state_dict"]  # a training checkpoint: its model's weights
     if not isinstance(loaded, dict):
@@ -145,6 +167,58 @@ def _h5(path, source=None) -> dict[str, np.ndarray]:
     return weights
 
 
+def _tf_checkpoint(path: Path) -> dict[str, np.ndarray]:
+    """A TF checkpoint's variables (its index and data files; ``path`` is the ``.index``)."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise FileRefused(f"{path}: reading a TF checkpoint needs tensorflow") from None
+    prefix = str(path)[:-len(".index")]
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+        for name, shape in shapes.items():
+            _check_size(path, name, shape)
+        return {name: np.asarray(reader.get_tensor(name)) for name in shapes if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+    except FileRefused:
+        raise
+    except Exception as error:  # noqa: BLE001 - TF raises its own error types for a broken checkpoint
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise FileRefused(f"{path}: not a readable TF checkpoint ({type(error).__name__}: {first})") from None
+
+
+def _flax_msgpack(path: Path) -> dict[str, np.ndarray]:
+    """A Flax msgpack file's arrays, by their paths joined with "/"."""
+    try:
+        from flax.serialization import msgpack_restore
+    except ImportError:
+        raise FileRefused(f"{path}: reading .msgpack needs flax") from None
+    try:
+        restored = msgpack_restore(path.read_bytes())
+    except Exception as error:  # noqa: BLE001 - msgpack raises its own errors for a malformed file
+        raise FileRefused(f"{path}: not a readable Flax msgpack file ({type(error).__name__}: {error})") from None
+    weights = {}
+
+    def flatten(node, prefix):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                flatten(value, f"{prefix}/{key}" if prefix else str(key))
+        else:
+            array = np.asarray(node)
+            if array.dtype.kind not in "fiu":
+                raise FileRefused(f"{path}: {prefix}: expected numeric weights, got {array.dtype}")
+            _check_size(path, prefix, array.shape)
+            weights[prefix] = array
+
+    flatten(restored, "")
+    return weights
+
+
+def _check_file_size(path: Path) -> None:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise FileRefused(f"{path}: over {MAX_FILE_BYTES / 2**30:.0f} GiB: refused before reading")
+
+
 def _check_size(path, name, shape) -> None:
     size = int(np.prod(shape, dtype=np.float64)) if len(shape) else 1
     if size > MAX_ELEMENTS:
@@ -180,10 +254,18 @@ def _onnx(path: Path) -> dict[str, np.ndarray]:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # noqa: BLE001 - a protobuf that does not parse
         raise FileRefused(f"{path}: not a readable ONNX model ({type(error).__name__}: {error})") from None
+    folder = path.resolve().parent
     for tensor in model.graph.initializer:
         _check_size(path, tensor.name, tuple(tensor.dims))
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:  # data in another file: only beside the model
+            location = {entry.key: entry.value for entry in tensor.external_data}.get("location", "")
+            target = (folder / location).resolve()
+            if not target.is_relative_to(folder) or not target.is_file():
+                raise FileRefused(f"{path}: initializer {tensor.name!r} keeps its data in {location!r}, outside the "
+                                  f"model's folder or missing: expected external data beside the model")
+            _check_file_size(target)
     try:
-        initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        initializers = {t.name: numpy_helper.to_array(t, base_dir=str(folder)) for t in model.graph.initializer}
     except Exception as error:  # noqa: BLE001 - a tensor whose data does not fit its declared shape or type
         raise FileRefused(f"{path}: an initializer does not read as an array ({type(error).__name__}: {error})") \
             from None
@@ -256,8 +338,9 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
     system's mapping; a group of recurrent names that does not read is refused by name."""
     groups: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
     skipped = []
-    keras, onnx = _keras_groups(weights), _onnx_groups(weights)
-    claimed = {name for group in (*keras.values(), *onnx.values()) for name in group.values()}
+    keras, onnx, tf1, flax = _keras_groups(weights), _onnx_groups(weights), _tf1_groups(weights), _flax_groups(weights)
+    claimed = {name for group in (*keras.values(), *onnx.values(), *tf1.values(), *(g for _, g in flax.values()))
+               for name in group.values()}
     for name, value in weights.items():
         match = PYTORCH_NAME.match(name)
         if name in claimed:
@@ -276,7 +359,65 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
                                               "tf-keras" if keras2 else "keras-tf"))
     for label, roles in onnx.items():
         inspection.modules.append(_read_onnx(label, {role: weights[name] for role, name in roles.items()}))
+    for scope, names in tf1.items():
+        inspection.modules.append(_read_tf1(scope, {own: weights[name] for own, name in names.items()}))
+    for location, (system, names) in flax.items():
+        native = {own: weights[name] for own, name in names.items()}
+        try:
+            inspection.modules.append(read_as(native, system, location=location))
+        except FileRefused as error:
+            raise FileRefused(f"Flax cell {location!r}: {error}") from None
     return inspection
+
+
+# Flax's cells, by the set of their parameters' names (each system's own, with and without the bias names of
+# a bias-free configuration: Flax keeps them).
+FLAX_SYSTEMS = ("flax-linen", "flax-linen-lstm", "flax-linen-gru", "flax-nnx", "flax-nnx-lstm", "flax-nnx-gru")
+
+
+def _flax_groups(weights) -> dict[str, tuple[str, dict[str, str]]]:
+    """{path: (system, {the cell's own name "ii.kernel": the file's name})} for every path under which the
+    names are exactly one Flax cell's (an nnx state's trailing "value" left out)."""
+    names_of = {}
+    for system in FLAX_SYSTEMS:
+        names_of[frozenset(mapping(system).native_spec(LayerConfig(), 1, 1))] = system
+    under: dict[str, dict[str, str]] = {}
+    for name in weights:
+        parts = name.split("/")
+        if parts[-1] in ("value", "raw_value") and len(parts) > 2:
+            parts = parts[:-1]
+        if len(parts) < 2:
+            continue
+        location = "/".join(parts[:-2])
+        under.setdefault(location, {})[f"{parts[-2]}.{parts[-1]}"] = name
+    return {location: (names_of[frozenset(own)], own) for location, own in under.items()
+            if frozenset(own) in names_of}
+
+
+# TF1 cells by their variable scope: <scope>/<cell>/<name>; the cell's name says which class made it.
+TF1_CELLS = {"basic_rnn_cell": "tf1", "basic_lstm_cell": "tf1-basic-lstm", "lstm_cell": "tf1-lstm",
+             "gru_cell": "tf1-gru"}
+TF1_VAR = re.compile(r"^(?P<scope>(?:.*/)?(?P<cell>basic_rnn_cell|basic_lstm_cell|lstm_cell|gru_cell))/"
+                     r"(?P<name>kernel|bias|gates/kernel|gates/bias|candidate/kernel|candidate/bias|"
+                     r"w_i_diag|w_f_diag|w_o_diag|projection/kernel)$")
+
+
+def _tf1_groups(weights) -> dict[str, dict[str, str]]:
+    """{scope: {the cell's own name (kernel, gates/kernel, ...): the checkpoint's name}}."""
+    groups: dict[str, dict[str, str]] = {}
+    for name in weights:
+        if (match := TF1_VAR.match(name)) is not None:
+            groups.setdefault(match["scope"], {})[match["name"]] = name
+    return groups
+
+
+def _read_tf1(scope: str, native: dict[str, np.ndarray]) -> Module:
+    system = TF1_CELLS[scope.rsplit("/", 1)[-1]]
+    try:
+        module = read_as(native, system, location=scope)
+    except FileRefused as error:
+        raise FileRefused(f"TF1 cell {scope!r}: {error}") from None
+    return module
 
 
 # Keras 3 (cell/vars/0..2) and Keras 2 (kernel:0, recurrent_kernel:0, bias:0) cells, by their group's path.

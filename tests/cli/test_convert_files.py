@@ -1,6 +1,6 @@
 """``rnn-equivalence convert FILE --to SYSTEM -o OUT``: the weights written in the target framework's own
 format, loaded by that framework's own loader, and checked against FILE (exit 0); a target that cannot
-hold the same function refuses, saying why (exit 1); bad input exits 2."""
+hold the same function refuses, saying why (exit 1); bad input exits 2. The frameworks it writes for and checks with are loaded first (``load_system``)."""
 
 import json
 
@@ -10,7 +10,8 @@ from tests.cli.test_framework_files import H, I, torch_file
 from tests.cli.test_verify import run
 
 
-def test_a_pytorch_lstm_to_keras_loads_in_keras_and_back_into_pytorch(tmp_path):
+def test_a_pytorch_lstm_to_keras_loads_in_keras_and_back_into_pytorch(tmp_path, load_system):
+    load_system("torch-lstm-rnn"), load_system("keras-tf-lstm-rnn")
     import keras
     import torch
 
@@ -36,7 +37,8 @@ def test_a_pytorch_lstm_to_keras_loads_in_keras_and_back_into_pytorch(tmp_path):
     again.load_state_dict(torch.load(tmp_path / "back.pt", weights_only=True), strict=True)
 
 
-def test_a_target_that_cannot_hold_the_function_refuses(tmp_path):
+def test_a_target_that_cannot_hold_the_function_refuses(tmp_path, load_system):
+    load_system("torch-gru-rnn")
     import torch
 
     source, _ = torch_file(tmp_path, torch.nn.GRU(I, H))
@@ -45,7 +47,8 @@ def test_a_target_that_cannot_hold_the_function_refuses(tmp_path):
     assert not (tmp_path / "x.npz").exists()
 
 
-def test_bad_requests_exit_2(tmp_path):
+def test_bad_requests_exit_2(tmp_path, load_system):
+    load_system("torch-gru-rnn")
     import torch
 
     source, _ = torch_file(tmp_path, torch.nn.GRU(I, H))

@@ -5,6 +5,7 @@ traceback, never unpickled."""
 
 import json
 import pickle
+import zipfile
 
 import numpy as np
 import pytest
@@ -67,8 +68,10 @@ def test_cells_and_families_are_told_apart(tmp_path):
     assert found["decoder.cell"].summary()["gru_variant"] == "reset_after"  # PyTorch's: r applied after W_hn h
 
 
-def test_a_real_torch_save_file_is_read_with_weights_only(tmp_path):
-    torch = pytest.importorskip("torch")
+def test_a_real_torch_save_file_is_read_with_weights_only(tmp_path, load_system):
+    load_system("torch-gru-rnn")  # a visible skip where torch is not selected (an error under CI if missing)
+    import torch
+
     model = torch.nn.ModuleDict({"emb": torch.nn.Embedding(7, I), "gru": torch.nn.GRU(I, H, num_layers=2)})
     path = tmp_path / "model.pt"
     torch.save(model.state_dict(), path)
@@ -79,25 +82,32 @@ def test_a_real_torch_save_file_is_read_with_weights_only(tmp_path):
         np.testing.assert_array_equal(module.weights[name], value)
 
 
-def test_a_pickle_with_code_is_refused_not_run(tmp_path):
-    torch = pytest.importorskip("torch")
+def test_a_pickle_with_code_is_refused_not_run(tmp_path, load_system):
+    """A payload that would create a file when unpickled, and a whole pickled module: refused, the payload
+    not run, and the message says how to save a state_dict."""
+    load_system("torch")
+    import torch
+
+    marker = tmp_path / "payload-ran"
     path = tmp_path / "hostile.pt"
-    torch.save({"weight_ih": torch.zeros(3, 3), "payload": Payload()}, path)  # a class: code on unpickling
-    Payload.ran = False
-    with pytest.raises(FileRefused, match=r"weights_only=True\) refused it"):
-        load_weights(path)
-    assert not Payload.ran
+    torch.save({"weight_ih": torch.zeros(3, 3), "payload": Payload(marker)}, path)
+    assert not marker.exists()
+    whole = tmp_path / "module.pt"
+    torch.save(torch.nn.GRU(I, H), whole)  # the module pickled, code and all
+    for hostile in (path, whole):
+        with pytest.raises(FileRefused, match=r"weights_only=True\) refused it.*torch.save\(model.state_dict\(\), path\)"):
+            load_weights(hostile)
+    assert not marker.exists()
 
 
 class Payload:
-    ran = False
+    """Unpickled, it would create ``marker`` (open(marker, "w")): code running from a weight file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
 
     def __reduce__(self):
-        return (_mark_ran, ())
-
-
-def _mark_ran():
-    Payload.ran = True
+        return (open, (self.marker, "w"))
 
 
 def run(*args):
@@ -178,3 +188,87 @@ def test_hostile_and_malformed_framework_files_exit_2(tmp_path):
         result = run("inspect", path)
         assert result.exit_code == 2 and message in result.output, (path.name, result.output)
         assert "Traceback" not in result.output
+
+
+def _valid_file(tmp_path, suffix, load_system):
+    """A small valid file of each format, holding a recurrent module (a PyTorch GRU's weights where the
+    format takes any names)."""
+    weights = {f"rnn.{k}": v.astype(np.float32) for k, v in write(StackParams.random("gru", I, H), "torch-gru-rnn").items()}
+    path = tmp_path / f"model{suffix}"
+    if suffix in (".npz", ".safetensors"):
+        return save(path, weights)
+    if suffix == ".pt":
+        load_system("torch")
+        import torch
+
+        torch.save({k: torch.from_numpy(v) for k, v in weights.items()}, path)
+    elif suffix in (".weights.h5", ".keras"):
+        import h5py
+
+        target = path if suffix == ".weights.h5" else tmp_path / "model.weights.h5"
+        native = write(StackParams.random("gru", I, H), "keras-tf-gru")
+        with h5py.File(target, "w") as f:
+            for index, name in enumerate(("kernel", "recurrent_kernel", "bias")):
+                f[f"layers/gru/cell/vars/{index}"] = native[name]
+        if suffix == ".keras":
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.write(target, "model.weights.h5")
+                archive.writestr("config.json", "{not json at all: the config is never read")
+    elif suffix == ".onnx":
+        load_system("onnx-ort-gru")
+        import onnx
+
+        native = write(StackParams.random("gru", I, H), "onnx-ort-gru")
+        node = onnx.helper.make_node("GRU", ["X", "W", "R", "B"], ["Y"], hidden_size=H, linear_before_reset=1)
+        graph = onnx.helper.make_graph(
+            [node], "g", [onnx.helper.make_tensor_value_info("X", onnx.TensorProto.FLOAT, ["T", "batch", I])],
+            [onnx.helper.make_tensor_value_info("Y", onnx.TensorProto.FLOAT, None)],
+            [onnx.numpy_helper.from_array(native[n].astype(np.float32), n) for n in ("W", "R", "B")])
+        onnx.save(onnx.helper.make_model(graph), path)
+    elif suffix == ".msgpack":
+        load_system("flax-linen-gru")
+        from flax import serialization
+
+        native = write(StackParams.random("gru", I, H), "flax-linen-gru")
+        tree = {}
+        for name, value in native.items():
+            module, weight = name.split(".")
+            tree.setdefault(module, {})[weight] = value
+        path.write_bytes(serialization.to_bytes({"params": tree}))
+    return path
+
+
+FORMATS = [".npz", ".safetensors", ".pt", ".weights.h5", ".keras", ".onnx", ".msgpack"]
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_every_format_valid_truncated_and_empty(tmp_path, suffix, load_system):
+    """Each format: a valid file reads (one recurrent module); the same file cut in half, and an empty
+    one, exit 2 naming the file, never a traceback."""
+    path = _valid_file(tmp_path, suffix, load_system)
+    result = run("inspect", path)
+    assert result.exit_code == 0 and "1 recurrent module(s)" in result.output, result.output
+    data = path.read_bytes()
+    for name, content in (("truncated", data[:len(data) // 2]), ("empty", b"")):
+        broken = tmp_path / f"{name}{suffix}"
+        broken.write_bytes(content)
+        result = run("inspect", broken)
+        assert result.exit_code == 2 and broken.name in result.output, (name, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_onnx_external_data_outside_the_models_folder_is_refused(tmp_path, load_system):
+    load_system("onnx-ort-gru")
+    import onnx
+
+    path = _valid_file(tmp_path, ".onnx", load_system)
+    model = onnx.load(str(path))
+    outside = tmp_path.parent / f"{tmp_path.name}-secret.bin"
+    outside.write_bytes(b"\x00" * 4096)
+    tensor = model.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=f"../{outside.name}")
+    onnx.save(model, path)
+    result = run("inspect", path)
+    assert result.exit_code == 2 and "outside the model's folder" in result.output, result.output
