@@ -20,7 +20,7 @@ in the format OUT's suffix names (``frameworks.files.write_weights``), reads OUT
 against FILE, the frameworks run: the verdict with the derived bound. A target that cannot hold the
 same function refuses, saying why (exit 1).
 
-Exit codes: 0 read (inspect), equivalent (verify) or converted and equivalent (convert); 1 not
+Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify) or converted and equivalent (convert); 1 not
 equivalent, or refused; 2 bad input (a file that is not named weights, or recurrent weights that do not
 read), with one line naming what was expected and what was received, never a traceback.
 """
@@ -50,6 +50,10 @@ def main():
 def inspect(file, system, as_json):
     """Every recurrent module of FILE, read by the suite's mapping."""
     inspection = _inspection(file, system)
+    if not inspection.modules:
+        names = ", ".join(inspection.skipped[:5]) + (", ..." if len(inspection.skipped) > 5 else "")
+        _refuse(f"{file}: no recurrent module found: expected PyTorch, Keras, ONNX, Flax or TF1 recurrent weights "
+                f"(README: Check your own model), got {len(inspection.skipped)} other weight(s): {names}")
     modules = [module.summary() for module in inspection.modules]
     if as_json:
         click.echo(json.dumps({"file": str(file), "modules": modules, "skipped": inspection.skipped}, indent=2))
@@ -79,16 +83,25 @@ def inspect(file, system, as_json):
 @click.option("--seed", default=0, show_default=True, help="seed of the inputs and initial state both run on")
 @click.option("--run/--no-run", "run_frameworks", default=True, show_default=True,
               help="also run each file's framework on its own weights (imports it)")
+@click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False),
+              help="a .npy of inputs (T, batch, input_size) to run on instead of seeded ones")
+@click.option("--lengths", help="with --inputs: each element's real steps, comma-separated (post-padded)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
-def verify(a, b, a_as, b_as, seed, run_frameworks, as_json):
+def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, as_json):
     """Whether the recurrent modules of A and B compute the same function, pair by pair."""
+    from frameworks.files import FileRefused
     from harness.verify import verify_modules
 
     first, second = _paired(_inspection(a, a_as).modules, _inspection(b, b_as).modules)
     if not first or not second or len(first) != len(second):
         _refuse(f"expected the same number of recurrent modules in both files (at least one), got "
                 f"{len(first)} in {Path(a).name} and {len(second)} in {Path(b).name}")
-    verdicts = [verify_modules(x, y, seed, run_frameworks=run_frameworks) for x, y in zip(first, second)]
+    inputs, steps = _user_inputs(inputs_file, lengths)
+    try:
+        verdicts = [verify_modules(x, y, seed, run_frameworks=run_frameworks, inputs=inputs, lengths=steps)
+                    for x, y in zip(first, second)]
+    except FileRefused as error:
+        _refuse(str(error))
     equivalent = all(v.equivalent for v in verdicts)
     if as_json:
         click.echo(json.dumps({"a": str(a), "b": str(b), "seed": seed, "equivalent": equivalent,
@@ -119,8 +132,10 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, as_json):
               help="OUT: .npz, .safetensors (any system), .pt (PyTorch), .weights.h5 (Keras)")
 @click.option("--as", "system", metavar="SYSTEM", help="read FILE as one module of SYSTEM")
 @click.option("--seed", default=0, show_default=True, help="seed of the inputs the check runs on")
+@click.option("--run/--no-run", "run_frameworks", default=True, show_default=True,
+              help="also run both systems' frameworks in the check (imports them)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
-def convert(file, target, output, system, seed, as_json):
+def convert(file, target, output, system, seed, run_frameworks, as_json):
     """FILE's recurrent module written as SYSTEM's weights to OUT, then checked against FILE."""
     from frameworks.convert import ConversionRefused
     from frameworks.convert import convert as convert_weights
@@ -153,7 +168,7 @@ def convert(file, target, output, system, seed, as_json):
         (back,) = _paired([source], back)[1]
     except FileRefused as error:
         _refuse(str(error))
-    verdict = verify_modules(source, back, seed, run_frameworks=True)
+    verdict = verify_modules(source, back, seed, run_frameworks=run_frameworks)
     if as_json:
         click.echo(json.dumps({"file": str(file), "output": str(output), "target": target,
                                "check": verdict.as_dict()}, indent=2))
@@ -161,6 +176,25 @@ def convert(file, target, output, system, seed, as_json):
         click.echo(f"wrote {Path(output).name}: {back.system}, {len(native)} weight(s)")
         click.echo(_wrapped("", f"{'EQUIVALENT' if verdict.equivalent else 'NOT EQUIVALENT'}: {verdict.reason}"))
     sys.exit(0 if verdict.equivalent else 1)
+
+
+def _user_inputs(inputs_file, lengths):
+    """--inputs (a .npy, read without pickle) and --lengths (integers), or (None, None); bad ones exit 2."""
+    import numpy as np
+
+    if lengths is not None and inputs_file is None:
+        _refuse("--lengths: needs --inputs (the padded batch they describe)")
+    if inputs_file is None:
+        return None, None
+    try:
+        inputs = np.load(inputs_file, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        _refuse(f"--inputs {inputs_file}: expected a .npy array of floats (T, batch, input_size) ({error})")
+    try:
+        steps = None if lengths is None else [int(n) for n in lengths.split(",")]
+    except ValueError:
+        _refuse(f"--lengths: expected comma-separated integers, got {lengths!r}")
+    return inputs, steps
 
 
 def _paired(first: list, second: list) -> tuple[list, list]:

@@ -121,13 +121,13 @@ def mistakes(stack: StackParams):
     return out
 
 
-def explain(a, b, xs, state) -> list[Explanation]:
+def explain(a, b, xs, state, padding=None) -> list[Explanation]:
     """The mistakes that, applied to ``a``, give ``b``'s function within the bound, best first."""
-    target = reference_and_bound(b.params, xs, state, "float32")  # b's, once
-    before = run_ratio(a.params, target, xs, state, "float32", "before").ratio
+    target = reference_and_bound(b.params, xs, state, "float32", padding=padding)  # b's, once
+    before = run_ratio(a.params, target, xs, state, "float32", "before", padding).ratio
     found = []
     for what, change in mistakes(a.params):
-        after = run_ratio(change(a.params), target, xs, state, "float32", what).ratio
+        after = run_ratio(change(a.params), target, xs, state, "float32", what, padding).ratio
         if after <= 1.0:
             found.append(Explanation(what, after, before))
     return sorted(found, key=lambda e: e.ratio_after)

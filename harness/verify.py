@@ -33,6 +33,7 @@ import numpy as np
 
 from harness.compare import Comparison, compare_outputs
 from harness.tolerance import UNIT_ROUNDOFF, pair_bound, reference_and_bound
+from reference.config import LayerConfig
 from reference.params import random_inputs, random_state
 
 STEPS, BATCH = 7, 2  # a few steps carry a mistake in W_h into every later state; a batch of two
@@ -85,11 +86,14 @@ def inputs_for(module, seed: int = 0, steps: int = STEPS, batch: int = BATCH):
     return random_inputs(steps, batch, module.input_size, seed, np.float64), state
 
 
-def run_ratio(stack_a, stack_b, xs, state, dtype: str, what: str) -> Comparison:
+def run_ratio(stack_a, stack_b, xs, state, dtype: str, what: str, padding=None) -> Comparison:
     """|ref(a) - ref(b)| against bound_a + bound_b in ``dtype``, the worst output. ``stack_b`` may be
-    its (reference, bound) already computed, for a module compared with many."""
-    exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype)
-    exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else reference_and_bound(stack_b, xs, state, dtype)
+    its (reference, bound) already computed, for a module compared with many. ``padding``: a padded
+    batch's lengths (``reference.padding.Padding``), padded steps reported as zeros on both sides (the
+    function on the real steps is what is compared)."""
+    exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype, padding=padding)
+    exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else \
+        reference_and_bound(stack_b, xs, state, dtype, padding=padding)
     return compare_outputs(exact_b, exact_a, pair_bound(bound_a, bound_b), what)
 
 
@@ -126,7 +130,27 @@ def _dtype(cell) -> str:
     return "float32" if np.asarray(cell.W_x).dtype == np.float32 else "float64"
 
 
-def framework_run(module, xs, state) -> dict:
+def user_inputs(module, xs, lengths=None):
+    """The user's inputs (T, batch, I), checked against ``module``, and their padding: ``lengths`` of each
+    element's real steps (post-padded), or None. Refused by name where they do not fit."""
+    from frameworks.files import FileRefused
+    from reference.padding import Padding
+
+    xs = np.asarray(xs)
+    if xs.ndim != 3 or xs.shape[2] != module.input_size or xs.dtype.kind != "f" or not np.all(np.isfinite(xs)):
+        raise FileRefused(f"--inputs: expected finite floats of shape (T, batch, input_size={module.input_size}), "
+                          f"got {xs.dtype} of shape {xs.shape}")
+    if lengths is None:
+        return xs.astype(np.float64), None
+    padding = Padding(tuple(lengths))
+    try:
+        padding.check(xs.shape[0], xs.shape[1], "--lengths")
+    except ValueError as error:
+        raise FileRefused(str(error)) from None
+    return xs.astype(np.float64), padding
+
+
+def framework_run(module, xs, state, padding=None) -> dict:
     """``module``'s system run on its own weights in each dtype it computes, against the float64 reference
     of what it holds: {dtype: Comparison}, or {"not run": why} where the framework cannot be loaded."""
     from frameworks import load
@@ -141,28 +165,43 @@ def framework_run(module, xs, state) -> dict:
     if not adapter.layer and shape[:2] != (1, False) and shape not in checked:
         return {"not run": f"{module.system}'s runner takes (layers, bidirectional, bias) in {checked}, "
                            f"not {shape}"}
+    if padding is not None and not adapter.padded_configs:
+        return {"not run": f"{module.system} takes no lengths (a padded batch)"}
+    config = module.config
+    if padding is not None:  # the system's own way to take lengths, in this structure
+        options = adapter.padded_configs[0].options
+        config = LayerConfig(config.num_layers, config.bidirectional, config.bias, options=options)
     runs = {}
     for dtype in (d for d in DTYPES if d in adapter.dtypes):
         params = module.params.astype(dtype)
-        exact, bound = reference_and_bound(params, xs, state, dtype)
-        bound = pair_bound(bound, reference_and_bound(params, xs, state, "float64")[1])
-        actual = adapter.run(params, xs.astype(dtype), {k: v.astype(dtype) for k, v in state.items()},
-                             module.config)
-        runs[dtype] = compare_outputs(actual, adapter.arrange(exact, module.config),
-                                      adapter.arrange(bound, module.config),
+        convention = {"padding": padding, "padded_output": adapter.padded_output(config)} if padding else {}
+        exact, bound = reference_and_bound(params, xs, state, dtype, **convention)
+        bound = pair_bound(bound, reference_and_bound(params, xs, state, "float64", **convention)[1])
+        try:
+            actual = adapter.run(params, xs.astype(dtype), {k: v.astype(dtype) for k, v in state.items()}, config,
+                                 **({"padding": padding} if padding else {}))
+        except ValueError as error:  # the system refuses this run (a structure or option it does not take)
+            return {"not run": f"{module.system}: {error}"}
+        runs[dtype] = compare_outputs(actual, adapter.arrange(exact, config), adapter.arrange(bound, config),
                                       f"{adapter.describe()} on {name_of(module)}, {dtype}")
     return runs
 
 
 def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: bool = False,
-                   steps: int = STEPS) -> Verdict:
+                   steps: int = STEPS, inputs=None, lengths=None) -> Verdict:
+    """``inputs``: the user's (T, batch, I) instead of seeded ones; ``lengths``: their padding (post)."""
     a_name, b_name = name_of(a), name_of(b)
     sa, sb = structure(a), structure(b)
     if sa != sb:
         differ = ", ".join(f"{key} {sa[key]} vs {sb[key]}" for key in sa if sa[key] != sb[key])
         return Verdict(a_name, b_name, False, f"different structures: {differ}")
-    xs, state = inputs_for(a, seed, steps)
-    runs = {dtype: run_ratio(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}")
+    padding = None
+    if inputs is None:
+        xs, state = inputs_for(a, seed, steps)
+    else:  # the user's inputs, from a zero state, as a model starts
+        xs, padding = user_inputs(a, inputs, lengths)
+        state = {key: np.zeros_like(value) for key, value in inputs_for(a, seed, 1, xs.shape[1])[1].items()}
+    runs = {dtype: run_ratio(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}", padding)
             for dtype in DTYPES}
     parameters = parameter_differences(a, b)
     equivalent = runs["float32"].equivalent
@@ -171,7 +210,7 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
               f"float32 runs differ beyond the bound (err/bound {runs['float32'].ratio:.3g})")
     verdict = Verdict(a_name, b_name, equivalent, reason, parameters, runs)
     if run_frameworks:
-        verdict.frameworks = {"A": framework_run(a, xs, state), "B": framework_run(b, xs, state)}
+        verdict.frameworks = {"A": framework_run(a, xs, state, padding), "B": framework_run(b, xs, state, padding)}
         exceeded = [f"{side} in {dtype} (err/bound {c.ratio:.3g})" for side, found in verdict.frameworks.items()
                     for dtype, c in found.items() if isinstance(c, Comparison) and not c.equivalent]
         if exceeded:
@@ -180,5 +219,5 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
     if not equivalent and diagnose:
         from harness.diagnose import explain
 
-        verdict.diagnosis = explain(a, b, xs, state)
+        verdict.diagnosis = explain(a, b, xs, state, padding)
     return verdict

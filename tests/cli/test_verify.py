@@ -1,6 +1,7 @@
 """``rnn-equivalence verify A B``: two files' recurrent modules settled pair by pair (exit 0 equivalent,
 1 not, 2 bad input), across frameworks (``--b-as``), and a difference diagnosed: every porting mistake of
-harness/diagnose.py, made on purpose, is caught and named."""
+harness/diagnose.py, made on purpose, is caught and named. The mapping and the reference only
+(``--no-run``): no framework is imported here (tests/cli/test_framework_files.py runs them)."""
 
 import json
 
@@ -20,7 +21,13 @@ I, H = 5, 3  # non-square; random biases, distinct in every slot
 
 
 def run(*args):
-    result = CliRunner().invoke(main, list(map(str, args)))
+    """The command, in this process; verify and convert without the frameworks unless ``--run`` is given."""
+    args = list(map(str, args))
+    if args[0] in ("verify",) and "--run" not in args:
+        args.append("--no-run")
+    elif "--run" in args:
+        args.remove("--run")
+    result = CliRunner().invoke(main, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
     assert "Traceback" not in result.output
     return result
@@ -113,3 +120,26 @@ def module(system, stack, layers, bidirectional):
     except ConversionRefused:
         first = stack.layers[0][0]
         return Module("", system, first.family, config, first.W_x.shape[1], first.W_h.shape[1], {}, stack)
+
+
+def test_the_users_inputs_and_lengths_are_used_and_checked(tmp_path):
+    a = save(tmp_path / "a.npz", torch_gru())
+    inputs = np.random.default_rng(0).uniform(-1, 1, (6, 3, I))
+    np.save(tmp_path / "x.npy", inputs)
+    result = run("verify", a, a, "--inputs", tmp_path / "x.npy", "--lengths", "6,2,4", "--json")
+    assert result.exit_code == 0, result.output
+    (pair,) = json.loads(result.output)["pairs"]
+    assert pair["runs"]["float32"]["worst_index"] is not None
+    # B without its recurrent bias, on the user's padded batch: caught and named
+    wrong = {**torch_gru(), "bias_hh": np.zeros_like(torch_gru()["bias_hh"])}
+    result = run("verify", a, save(tmp_path / "b.npz", wrong), "--inputs", tmp_path / "x.npy", "--lengths", "6,2,4")
+    assert result.exit_code == 1 and "B is A with b_h (bias_hh, the recurrent bias) dropped" in result.output, \
+        result.output
+    bad = {("--inputs", tmp_path / "x.npy", "--lengths", "6,2"): "--lengths",
+           ("--inputs", tmp_path / "x.npy", "--lengths", "a,b,c"): "comma-separated integers",
+           ("--lengths", "6,2,4"): "needs --inputs"}
+    np.save(tmp_path / "wrong.npy", inputs[:, :, :2])
+    bad[("--inputs", tmp_path / "wrong.npy")] = "input_size=5"
+    for args, message in bad.items():
+        result = run("verify", a, a, *args)
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
