@@ -607,18 +607,29 @@ def read_as(weights: dict[str, np.ndarray], system: str, location: str = "") -> 
 
 # --- writing: the target system's weights in its framework's own format ---------------------------
 WRITERS = {".npz": "any system", ".safetensors": "any system", ".pt": "PyTorch systems (torch-*)",
-           ".pth": "PyTorch systems (torch-*)", ".h5": "Keras systems (keras-*, tf-keras-*): a .weights.h5"}
+           ".pth": "PyTorch systems (torch-*)", ".h5": "Keras systems (keras-*, tf-keras-*): a .weights.h5",
+           ".keras": "Keras 3 systems (keras-*)", ".onnx": "ONNX systems (onnx-*)",
+           ".msgpack": "Flax systems (flax-*)", ".ckpt": "TF1 systems (tf1*): a checkpoint prefix"}
+TF1_SCOPES = {system: cell for cell, system in TF1_CELLS.items()}  # tf1-lstm: lstm_cell, ...
 
 
 def write_weights(native: dict[str, np.ndarray], system: str, config: LayerConfig, path) -> Path:
-    """``native`` (``system``'s weights in ``config``) written to ``path``, in the format its suffix names:
-    .npz and .safetensors by the system's own names; .pt/.pth a state_dict by ``torch.save`` (what
-    ``load_state_dict`` takes); .weights.h5 by Keras's own ``save_weights``, of a ``Sequential`` of the
-    layers (``tf_keras`` for Keras 2's systems), which ``load_weights`` of the same layers reads."""
+    """``native`` (``system``'s weights in ``config``) written to ``path``, in the format its suffix names,
+    each by the framework's own writer, read back by its own loader: .npz and .safetensors by the
+    system's own names; .pt/.pth a state_dict by ``torch.save`` (``load_state_dict`` takes it);
+    .weights.h5 and .keras by Keras's own ``save_weights`` and ``save`` of a ``Sequential`` of the layers
+    (``tf_keras`` for Keras 2's systems); .onnx by ``onnx.save`` of the node (``frameworks.build``); .msgpack
+    by ``flax.serialization.to_bytes`` of the cell's params (linen: under "params"); .ckpt a TF1
+    checkpoint (``tf.raw_ops.SaveV2``, what ``tf.compat.v1.train.Saver`` writes) under ``rnn/<cell's scope>``."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in WRITERS:
         raise FileRefused(f"{path}: expected one of {', '.join(WRITERS)}, got {suffix or 'no suffix'!r}")
+    families = {".pt": ("torch",), ".pth": ("torch",), ".h5": ("keras-", "tf-keras"), ".keras": ("keras-",),
+                ".onnx": ("onnx-",), ".msgpack": ("flax-",), ".ckpt": ("tf1",)}
+    if suffix in families and not system.startswith(families[suffix]):
+        raise FileRefused(f"{path}: {suffix} is the format of {WRITERS[suffix]}, not of {system}; "
+                          f"write .npz or .safetensors, or the target's own format")
     if suffix == ".npz":
         np.savez(path, **native)
     elif suffix == ".safetensors":
@@ -628,16 +639,36 @@ def write_weights(native: dict[str, np.ndarray], system: str, config: LayerConfi
             raise FileRefused(f"{path}: writing .safetensors needs the safetensors package") from None
         save_file({name: np.ascontiguousarray(value) for name, value in native.items()}, str(path))
     elif suffix in (".pt", ".pth"):
-        if not system.startswith("torch"):
-            raise FileRefused(f"{path}: a torch.save state_dict holds a PyTorch system's weights, not {system}'s; "
-                              f"write .npz or .safetensors")
         import torch
 
         torch.save({name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in native.items()}, path)
-    else:
-        if not system.startswith(("keras-", "tf-keras")):
-            raise FileRefused(f"{path}: a .weights.h5 holds a Keras system's weights, not {system}'s")
+    elif suffix == ".h5":
         _keras_model(native, system, config).save_weights(path)
+    elif suffix == ".keras":
+        _keras_model(native, system, config).save(path)
+    elif suffix == ".onnx":
+        import onnx
+
+        from frameworks.build import build
+
+        onnx.save(build(system, read(native, system, config), config), str(path))
+    elif suffix == ".msgpack":
+        from flax.serialization import to_bytes
+
+        tree: dict = {}
+        for name, value in native.items():
+            *modules, weight = name.split(".")
+            node = tree
+            for module in modules:
+                node = node.setdefault(module, {})
+            node[weight] = np.asarray(value)
+        path.write_bytes(to_bytes({"params": tree} if system.startswith("flax-linen") else tree))
+    else:
+        import tensorflow as tf
+
+        names = [f"rnn/{TF1_SCOPES[system]}/{name}" for name in native]
+        tf.raw_ops.SaveV2(prefix=str(path), tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.constant(value) for value in native.values()])
     return path
 
 

@@ -1,28 +1,31 @@
 """``rnn-equivalence``: the suite on a user's own files, from the command line.
 
     rnn-equivalence inspect FILE [--as SYSTEM] [--json]
-    rnn-equivalence verify A B [--a-as SYSTEM] [--b-as SYSTEM] [--seed N] [--json]
-    rnn-equivalence convert FILE --to SYSTEM -o OUT [--as SYSTEM] [--json]
+    rnn-equivalence verify A B [--a-as SYSTEM] [--b-as SYSTEM] [--seed N] [--inputs X.npy [--lengths ...]]
+                               [--run/--no-run] [--json]
+    rnn-equivalence convert FILE --to SYSTEM -o OUT [--as SYSTEM] [--seed N] [--run/--no-run] [--json]
 
-``inspect`` lists every recurrent module of a weight file (``frameworks.files``: PyTorch state_dicts
-as .safetensors, .pt/.pth/.bin or .npz): where it is, which system of the suite reads it, its
-family, GRU variant, sizes, layers, directions, bias and projection, its weights in the
-framework's names and its canonical parameters; the file's other weights are listed as skipped.
-``--as SYSTEM`` reads a flat file (.npz, .safetensors) named as any system of the suite names its
-weights (Keras's kernel/recurrent_kernel/bias, ONNX's W/R/B, ...) as one module of that system.
+``inspect`` lists every recurrent module of a weight file (``frameworks.files``: PyTorch .pt/.pth/.bin,
+.safetensors, .npz; Keras .weights.h5, .keras, Keras 2 .h5; ONNX; Flax .msgpack; TF1 checkpoints): where
+it is, which system of the suite reads it, its family, GRU variant, sizes, layers, directions, bias
+and projection, its weights in the framework's names and its canonical parameters; the file's other
+weights are listed as skipped. ``--as SYSTEM`` reads a flat file (.npz, .safetensors) named as any
+system names its weights (Keras's kernel/recurrent_kernel/bias, ONNX's W/R/B, ...).
 
 ``verify`` matches the recurrent modules of two files in order and settles each pair
-(``harness.verify``: structure, canonical parameters, runs against the derived bound); a pair that
-differs is diagnosed (``harness.diagnose``: the porting mistakes that explain the difference).
+(``harness.verify``: structure, canonical parameters, the reference's runs against the derived bound,
+and each side's framework run on its own weights); a pair that differs is diagnosed
+(``harness.diagnose``: the porting mistakes that explain the difference).
 
-``convert`` writes the file's one recurrent module as another system's weights (``frameworks.convert``),
+``convert`` writes the file's recurrent module as another system's weights (``frameworks.convert``),
 in the format OUT's suffix names (``frameworks.files.write_weights``), reads OUT back and verifies it
-against FILE, the frameworks run: the verdict with the derived bound. A target that cannot hold the
-same function refuses, saying why (exit 1).
+against FILE: the verdict with the derived bound. A target that cannot hold the same function
+refuses, saying why, and writes nothing.
 
-Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify) or converted and equivalent (convert); 1 not
-equivalent, or refused; 2 bad input (a file that is not named weights, or recurrent weights that do not
-read), with one line naming what was expected and what was received, never a traceback.
+Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify), or converted and
+equivalent (convert); 1 not equivalent, or refused; 2 bad input (a file that is not named weights,
+recurrent weights that do not read, inputs that do not fit), with one line naming what was expected
+and what was received, never a traceback. Human output fits 100 columns.
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, as_json
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--to", "target", required=True, metavar="SYSTEM", help="the system to write the weights for")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="OUT: .npz, .safetensors (any system), .pt (PyTorch), .weights.h5 (Keras)")
+              help="OUT: .npz, .safetensors (any system), .pt (PyTorch), .weights.h5 or .keras (Keras), "
+                   ".onnx (ONNX), .msgpack (Flax), .ckpt (TF1)")
 @click.option("--as", "system", metavar="SYSTEM", help="read FILE as one module of SYSTEM")
 @click.option("--seed", default=0, show_default=True, help="seed of the inputs the check runs on")
 @click.option("--run/--no-run", "run_frameworks", default=True, show_default=True,

@@ -52,7 +52,7 @@ def test_bad_requests_exit_2(tmp_path, load_system):
     import torch
 
     source, _ = torch_file(tmp_path, torch.nn.GRU(I, H))
-    cases = [(("--to", "keras-tf-gru-rnn", "-o", tmp_path / "x.pt"), "holds a PyTorch system's weights"),
+    cases = [(("--to", "keras-tf-gru-rnn", "-o", tmp_path / "x.pt"), "is the format of PyTorch systems"),
              (("--to", "keras-tf-gru-rnn", "-o", tmp_path / "x.txt"), "expected one of"),
              (("--to", "no-such-system", "-o", tmp_path / "x.npz"), "unknown system 'no-such-system'")]
     for args, message in cases:
@@ -63,3 +63,46 @@ def test_bad_requests_exit_2(tmp_path, load_system):
     np.savez(two, **{f"{m}.{k}": v for m in ("encoder", "decoder") for k, v in state.items()})
     result = run("convert", two, "--to", "keras-tf-gru-rnn", "-o", tmp_path / "x.weights.h5")
     assert result.exit_code == 2 and "expected one recurrent module to convert, got 2" in result.output, result.output
+
+
+# The LSTM's formats, each with the system that writes it: every ordered pair converted, each written by its
+# framework's own writer and read back by the suite's reader (the check with the mapping and the reference;
+# --no-run), and each format opened once by its framework's own loader.
+LSTM_FORMATS = {".pt": "torch-lstm-rnn", ".weights.h5": "keras-tf-lstm-rnn", ".keras": "keras-tf-lstm-rnn",
+                ".onnx": "onnx-ort-lstm", ".msgpack": "flax-linen-lstm", ".ckpt": "tf1-lstm"}
+
+
+def test_every_pair_of_lstm_formats_converts(tmp_path, load_system):
+    import torch
+
+    for system in dict.fromkeys(LSTM_FORMATS.values()):
+        load_system(system)
+    torch.manual_seed(5)
+    source, _ = torch_file(tmp_path, torch.nn.LSTM(I, H))
+    first = {}
+    for suffix, system in LSTM_FORMATS.items():
+        first[suffix] = tmp_path / f"from-torch{suffix}"
+        result = run("convert", source, "--to", system, "-o", first[suffix], "--no-run")
+        assert result.exit_code == 0, (suffix, result.output)
+    pairs = 0
+    for a, path in first.items():
+        for b, system in LSTM_FORMATS.items():
+            if a != b:
+                out = tmp_path / f"{a[1:].replace('.', '-')}-to{b}"
+                result = run("convert", path, "--to", system, "-o", out, "--no-run")
+                assert result.exit_code == 0 and "EQUIVALENT" in result.output, (a, b, result.output)
+                pairs += 1
+    assert pairs == len(LSTM_FORMATS) * (len(LSTM_FORMATS) - 1)
+    # each framework's own loader opens what convert wrote
+    import keras
+    import onnxruntime
+    import tensorflow as tf
+    from flax.serialization import msgpack_restore
+
+    model = keras.saving.load_model(first[".keras"])  # safe_mode: no code deserialised
+    assert model.layers[0].cell.recurrent_kernel.shape == (H, 4 * H)
+    session = onnxruntime.InferenceSession(str(first[".onnx"]), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"X": np.zeros((2, 1, I), np.float32)})[0].shape == (2, 1, 1, H)
+    assert "rnn/lstm_cell/kernel" in tf.train.load_checkpoint(str(first[".ckpt"])).get_variable_to_shape_map()
+    assert set(msgpack_restore(first[".msgpack"].read_bytes())["params"]) == \
+        {"ii", "if", "ig", "io", "hi", "hf", "hg", "ho"}
