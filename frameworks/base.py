@@ -40,7 +40,7 @@ from frameworks.mapping import (  # noqa: F401  (re-exported: the adapters' modu
 from frameworks.plan import TestPlan
 from reference.cells import state_keys
 from reference.config import CELL, NO_BIAS, LayerConfig  # noqa: F401  (re-exported)
-from reference.padding import Padding
+from reference.padding import HOLES, Padding
 from reference.params import GATED, GATES, activation_names
 from reference.stack import StackParams
 
@@ -306,6 +306,10 @@ class Adapter(TestPlan, Mapping):
         if not isinstance(padding, Padding):
             raise TypeError(f"{self.cell}: {self.lengths_name}: expected a reference.padding.Padding, "
                             f"got {type(padding).__name__}")
+        if padding.side == HOLES and HOLES not in self.padding_sides:
+            raise ValueError(f"{self.cell}: {self.lengths_name}: expected each element's real steps as one run "
+                             f"(padding on the side(s) {self.padding_sides}); got a mask with holes (masked steps "
+                             f"between real ones), which lengths cannot say")
         if padding.side not in self.padding_sides:
             raise ValueError(f"{self.cell}: {self.lengths_name}: expected padding on the side(s) "
                              f"{self.padding_sides}, got {padding.side!r}-padding")

@@ -50,6 +50,7 @@ from frameworks.base import (
     reorder_gates, scaled, swapped, swapped_gates, swapped_names, transposed,
 )
 from reference.cells import state_keys
+from reference.padding import HOLES
 from reference.params import GATED, GATES
 from reference.stack import DIRECTIONS, StackParams
 
@@ -723,7 +724,9 @@ def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
         attributes.update(configs=SIMPLE_RNN_CONFIGS if family == "rnn" else GATED_LAYER_CONFIGS,
                           mutation_config=MUTATION_CONFIGS[group], mutations=LAYER_MUTATIONS[group],
                           padded_configs=PADDED_CONFIGS[group], lengths_name="mask",
-                          padding_sides=("post",) if (backend, family) == ("jax", "rnn") else ("post", "pre"),
+                          # Keras takes any mask, holes included (HOLES); Keras 3's SimpleRNN on jax reads lengths
+                          # from it (a known issue): post-padding only.
+                          padding_sides=("post",) if (backend, family) == ("jax", "rnn") else ("post", "pre", HOLES),
                           chunked_configs=CHUNKED_CONFIGS)
     return type(name.replace("-", "_"), (base,), attributes)
 

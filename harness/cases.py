@@ -16,7 +16,7 @@ from reference.config import CELL, LayerConfig
 from harness.depth import design
 from harness.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from reference.cells import state_keys
-from reference.padding import Padding
+from reference.padding import HOLES, Mask, Padding
 from reference.params import projection_size, random_inputs, random_state
 from reference.stack import StackParams, run_stack
 
@@ -111,9 +111,11 @@ class Case:
         return xs[::-1] if self.reversed_inputs else xs
 
     def _read_padding(self):
-        """Read reversed, a post-padded batch is a pre-padded one (and back)."""
+        """Read reversed, a post-padded batch is a pre-padded one (and back); a mask with holes is reversed."""
         if self.padding is None or not self.reversed_inputs:
             return self.padding
+        if self.padding.side == HOLES:
+            return Mask.of(self.padding.mask(self.steps)[::-1])
         return Padding(self.padding.lengths, "pre" if self.padding.side == "post" else "post")
 
     def reference(self) -> dict:
@@ -248,6 +250,11 @@ def case_of(adapter, input_size, hidden_size, batch, steps, seed, config=CELL, a
 # first, where the system asks for it: PyTorch's enforce_sorted=True), over nine steps.
 PADDED_STEPS = 9
 LENGTHS = (5, 9, 1, 7)
+# A mask with holes (side ``HOLES``, for the systems that take any mask: Keras), over the same nine steps
+# and four elements: a hole then padding; every step real; one real step in the middle; two holes and
+# real steps to the end (masked steps between real ones, at the start of neither).
+HOLED_MASK = np.array([[t in real for real in ({0, 1, 2, 4, 5}, set(range(9)), {4}, {0, 2, 3, 5, 6, 7, 8})]
+                       for t in range(PADDED_STEPS)])
 
 
 def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
@@ -263,8 +270,9 @@ def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     cases = []
     for i, (config, side, (I, H)) in enumerate(rows):
         lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
+        padding = Mask.of(HOLED_MASK) if side == HOLES else Padding(lengths, side)
         cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
-                             padding=Padding(lengths, side)))
+                             padding=padding))
     return in_turn(cases, adapter, depth)
 
 

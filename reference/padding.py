@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 SIDES = ("post", "pre")
+HOLES = "holes"  # the "side" of a mask with masked steps between real ones (``Mask``): Keras's any mask
 PADDED_OUTPUTS = ("zeros", "repeat")
 
 
@@ -94,3 +95,45 @@ class Padding:
                 return padding
         raise ValueError(f"{name}: expected each element's real steps to be one run at the start (post-padding) "
                          f"or at the end (pre-padding), the same for every element; got a mask that is neither")
+
+
+@dataclass(frozen=True)
+class Mask(Padding):
+    """Any (T, batch) boolean mask, masked steps anywhere: holes between real steps included (Keras's
+    ``Masking`` on a sequence with an all-zero step in the middle, or its ``mask`` argument). The
+    reference runs each element over its real steps only, in reading order, so a masked step leaves
+    the state as it was and reports zeros or the last output (``PADDED_OUTPUTS``), as for padding. Its
+    side is ``HOLES``: a system that takes lengths (each element's real steps one run) refuses it by
+    name, as it refuses a side it does not take (``Adapter.check_padding``)."""
+
+    rows: tuple[tuple[bool, ...], ...] = ()  # the mask, T rows of batch booleans
+
+    @classmethod
+    def of(cls, mask) -> "Mask":
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.ndim != 2:
+            raise ValueError(f"mask: expected booleans of shape (T, batch), got {mask.dtype} of shape {mask.shape}")
+        return cls(tuple(int(n) for n in mask.sum(axis=0)), HOLES, tuple(map(tuple, mask.tolist())))
+
+    def __post_init__(self):
+        object.__setattr__(self, "lengths", tuple(int(n) for n in self.lengths))
+        if self.side != HOLES:
+            raise ValueError(f"Mask: its side is {HOLES!r}, got {self.side!r}")
+
+    def __str__(self) -> str:
+        return "holes-" + "-".join("".join("1" if r else "0" for r in column) for column in zip(*self.rows))
+
+    def check(self, steps: int, batch: int, name: str = "mask") -> None:
+        """Raise, naming ``name``, unless the mask is (T, batch) with at least one real step per element."""
+        shape = (len(self.rows), len(self.rows[0]) if self.rows else 0)
+        if shape != (steps, batch):
+            raise ValueError(f"{name}: expected a mask of shape (T, batch) = {(steps, batch)} (from the inputs), "
+                             f"got {shape}")
+        if min(self.lengths) < 1:
+            raise ValueError(f"{name}: expected at least one real step per element, got {list(self.lengths)}")
+
+    def real_steps(self, b: int, steps: int) -> np.ndarray:
+        return np.flatnonzero(np.asarray(self.rows, bool)[:steps, b])
+
+    def mask(self, steps: int) -> np.ndarray:
+        return np.asarray(self.rows, bool)[:steps]

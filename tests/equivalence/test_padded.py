@@ -96,7 +96,7 @@ def test_backward_direction_started_at_the_padded_end_is_detected(adapter, recor
     bidirectional = [c for c in padded_cases(adapter, "quick") + padded_cases(adapter) if c.config.bidirectional]
     assert bidirectional, f"{adapter.name}: no bidirectional padded case to check"
     for case in bidirectional[:1]:
-        full_length = Padding((case.steps,) * case.batch, case.padding.side)
+        full_length = Padding((case.steps,) * case.batch)  # every step real: on either side
         wrong = run_stack(case.stack(), case._read(case.inputs()), case.state(), (case.padding, full_length),
                           case.padded_output)
         comparison = against_reference(adapter, case, "float32", adapter.arrange(wrong, case.config),

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from harness.cases import Case, case_of, padded_cases
-from reference.padding import Padding
+from harness.cases import HOLED_MASK, Case, case_of, padded_cases
+from reference.padding import HOLES, Mask, Padding
 from reference.params import LSTM_ONLY_OPTIONS, OPTIONS
 
 
@@ -143,6 +143,16 @@ def test_pre_padding_is_refused_where_the_framework_assumes_post_padding(adapter
     with pytest.raises(ValueError, match=rf"{adapter.lengths_name}: expected padding on the side\(s\) \('post',\), "
                                          r"got 'pre'-padding"):
         run_with_lengths(adapter, case, Padding(case.padding.lengths, "pre"))
+
+
+@pytest.mark.applies_to(lambda cls: bool(cls.padded_configs) and HOLES not in cls.padding_sides)
+def test_a_mask_with_holes_is_refused_where_the_framework_takes_lengths(adapter):
+    """A mask with masked steps between real ones (Keras's Masking on an all-zero step in the middle):
+    lengths cannot say it, and a system that takes lengths would run the holes as real steps."""
+    case = padded_case(adapter)
+    with pytest.raises(ValueError, match=rf"{re.escape(adapter.cell)}: {adapter.lengths_name}: expected each "
+                                         r"element's real steps as one run .* got a mask with holes"):
+        run_with_lengths(adapter, case, Mask.of(HOLED_MASK))
 
 
 @pytest.mark.applies_to(lambda cls: not cls.padded_configs)

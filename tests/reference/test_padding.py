@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.tolerance import chunked_reference_and_bound, reference_and_bound
-from reference.padding import Padding
+from reference.padding import Mask, Padding
 from reference.params import random_inputs, random_state
 from reference.stack import StackParams, run_stack
 
@@ -36,15 +36,20 @@ def element_alone(stack, xs, state, padding, b):
     return run_stack(stack, xs[real, b:b + 1], {k: v[:, b:b + 1] for k, v in state.items()})
 
 
+# A mask with holes (Keras's any mask): masked steps between real ones, for three elements over T = 7.
+HOLES = np.array([[t in real for real in ({0, 2, 3, 5}, set(range(T)), {3})] for t in range(T)])
+
+
 @pytest.mark.parametrize("family, activation, variant", FAMILIES)
-@pytest.mark.parametrize("side", ["post", "pre"])
+@pytest.mark.parametrize("side", ["post", "pre", "holes"])
 @pytest.mark.parametrize("padded_output", ["zeros", "repeat"])
 def test_each_padded_element_is_its_own_shorter_sequence(family, activation, variant, side, padded_output):
     """Real steps and final states of a padded batch equal each element run alone over its real
     steps, bitwise, through two bidirectional layers (so the backward direction starts at each
-    element's own last real step, and the layer above reads the real steps only)."""
+    element's own last real step, and the layer above reads the real steps only); a mask with holes
+    likewise (a masked step leaves the state as it was)."""
     stack = stack_of(family, activation, variant)
-    padding = Padding((5, 7, 1), side)
+    padding = Mask.of(HOLES) if side == "holes" else Padding((5, 7, 1), side)
     xs, state = random_inputs(T, 3, I, 1), state_of(stack, 3)
     padded = run_stack(stack, xs, state, padding, padded_output)
     for b in range(3):
@@ -75,6 +80,32 @@ def test_padded_steps_report_zeros_or_the_last_real_output_in_reading_order(side
     assert np.all(repeat[last + 1:, 0, backward] == 0)
     np.testing.assert_array_equal(repeat[:first, 0, backward], np.broadcast_to(repeat[first, 0, backward], (first, H)))
     np.testing.assert_array_equal(zeros[real], repeat[real])  # the conventions differ on padded steps only
+
+
+def test_a_masked_step_between_real_ones_repeats_the_last_output_or_reports_zeros():
+    stack = stack_of("gru", "default", "reset_after", layers=1, bidirectional=False)
+    xs = random_inputs(T, 3, I, 3)
+    zeros = run_stack(stack, xs, None, Mask.of(HOLES), "zeros")["output"]
+    repeat = run_stack(stack, xs, None, Mask.of(HOLES), "repeat")["output"]
+    for t in (1, 4, 6):  # element 0's masked steps: after real steps 0, 3 and 5
+        assert np.all(zeros[t, 0] == 0)
+        np.testing.assert_array_equal(repeat[t, 0], repeat[t - 1, 0])
+    assert np.all(repeat[:3, 2] == 0) and np.all(repeat[4:, 2] == repeat[3, 2])  # one real step, at 3
+    # the same mask as post-padding is the same run, bitwise
+    post = Padding((5, 7, 1))
+    np.testing.assert_array_equal(run_stack(stack, xs, None, Mask.of(post.mask(T)), "repeat")["output"],
+                                  run_stack(stack, xs, None, post, "repeat")["output"])
+
+
+def test_a_mask_with_holes_is_checked_by_name():
+    with pytest.raises(ValueError, match=r"mask: expected a mask of shape \(T, batch\) = \(8, 3\)"):
+        Mask.of(HOLES).check(8, 3)
+    empty = HOLES.copy()
+    empty[:, 2] = False
+    with pytest.raises(ValueError, match="at least one real step per element"):
+        Mask.of(empty).check(T, 3)
+    with pytest.raises(ValueError, match="expected booleans of shape"):
+        Mask.of(HOLES.astype(int))
 
 
 def test_pre_and_post_padding_give_the_same_final_states():
