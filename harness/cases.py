@@ -257,6 +257,12 @@ HOLED_MASK = np.array([[t in real for real in ({0, 1, 2, 4, 5}, set(range(9)), {
                        for t in range(PADDED_STEPS)])
 
 
+def padding_of(lengths, side: str) -> Padding:
+    """The padded batch of a side a system takes: ``lengths`` padded on that side, or, for ``HOLES``, the
+    mask with holes (``HOLED_MASK``, over the same steps and elements)."""
+    return Mask.of(HOLED_MASK) if side == HOLES else Padding(lengths, side)
+
+
 def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """A system's padded configurations and sides of padding, in a non-square shape: quick, the first
     configuration post-padded; default, every configuration and every side at least once (paired off,
@@ -270,9 +276,8 @@ def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     cases = []
     for i, (config, side, (I, H)) in enumerate(rows):
         lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
-        padding = Mask.of(HOLED_MASK) if side == HOLES else Padding(lengths, side)
         cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
-                             padding=padding))
+                             padding=padding_of(lengths, side)))
     return in_turn(cases, adapter, depth)
 
 
@@ -349,7 +354,7 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
     # A padded configuration keeps its own initial state: Keras's Masking layer drops the mask when an
     # initial state is given (frameworks/keras3.py), so that configuration declares none.
     cases += [case_of(adapter, *SHAPES[1], len(LENGTHS), PADDED_STEPS, seed * 10_000 + 950 + i,
-                      config, padding=Padding(lengths(config), side))
+                      config, padding=padding_of(lengths(config), side))
               for i, (config, side) in enumerate(padded)]
     return in_turn(cases, adapter, depth)
 
