@@ -8,7 +8,10 @@
 - Keras systems (``keras-*``, ``tf-keras-*``): a ``Sequential`` of the layers (a cell system: its layer
   class, which holds that cell), every cell's weights assigned, ``return_sequences=True``;
 - ONNX systems (``onnx-ort*``, ``onnx-reference*``): the ``ModelProto`` of the node, weights as
-  initializers, ``X`` of shape (T, batch, I) with T and batch symbolic.
+  initializers, ``X`` of shape (T, batch, I) with T and batch symbolic;
+- Flax cells: linen (``flax-linen*``) the module and its variables, ``(cell, {"params": ...})`` for
+  ``cell.apply(variables, carry, x)``; nnx (``flax-nnx``, ``flax-nnx-lstm``, ``flax-nnx-gru``) the
+  module, which holds its parameters.
 
 The weights are the mapping's (``frameworks.convert.write``): what the suite checks each system with.
 Another system is refused by name, as is what the target cannot hold (``ConversionRefused``).
@@ -25,14 +28,17 @@ from reference.stack import StackParams
 TORCH_CLASSES = {"torch": "RNNCell", "torch-lstm": "LSTMCell", "torch-gru": "GRUCell",
                  "torch-rnn": "RNN", "torch-lstm-rnn": "LSTM", "torch-gru-rnn": "GRU"}
 KERAS_CLASSES = {"rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}
+FLAX_CELLS = {"flax-linen": "SimpleCell", "flax-linen-lstm": "LSTMCell", "flax-linen-gru": "GRUCell",
+              "flax-nnx": "SimpleCell", "flax-nnx-lstm": "LSTMCell", "flax-nnx-gru": "GRUCell"}
 ACTIVATIONS = {"tanh": "tanh", "relu": "relu", "sigmoid": "sigmoid", "identity": "linear"}  # Keras's names
 
 
 def build(system: str, params, config: LayerConfig | None = None, activation: str | None = None):
     """``params`` (a ``CellParams`` or ``StackParams``) as ``system``'s own object (see the module's docstring)."""
-    if not (system in TORCH_CLASSES or system.startswith(("keras-", "tf-keras", "onnx-"))):
+    if not (system in TORCH_CLASSES or system in FLAX_CELLS or system.startswith(("keras-", "tf-keras", "onnx-"))):
         raise ConversionRefused(f"build: {system!r} is not built here; expected a PyTorch "
-                                f"({', '.join(TORCH_CLASSES)}), Keras (keras-*, tf-keras-*) or ONNX (onnx-*) system")
+                                f"({', '.join(TORCH_CLASSES)}), Keras (keras-*, tf-keras-*), ONNX (onnx-*) or Flax "
+                                f"cell ({', '.join(FLAX_CELLS)}) system")
     stack = StackParams.of(params)
     config = config or LayerConfig(stack.num_layers, stack.bidirectional, stack.has_bias)
     native = write(stack, system, config, activation)
@@ -42,6 +48,8 @@ def build(system: str, params, config: LayerConfig | None = None, activation: st
         return _torch(system, native, stack, config, g)
     if system.startswith(("keras-", "tf-keras")):
         return _keras(system, native, stack, config, g)
+    if system in FLAX_CELLS:
+        return _flax(system, native, stack, g)
     return _onnx(system, native, stack, config, g)
 
 
@@ -107,3 +115,23 @@ def _onnx(system, native, stack, config, g):
             if index < len(dims):
                 dims[index].dim_param = name
     return model
+
+
+def _flax(system, native, stack, g):
+    from frameworks import adapter_class
+
+    adapter = adapter_class(system)()
+    adapter.start()  # imports jax and flax, float64 switched on
+    first = stack.layers[0][0]
+    I, H = first.W_x.shape[1], first.W_h.shape[1]
+    dtype = np.asarray(first.W_x).dtype
+    activations = ({"activation_fn": adapter._activation(g)} if first.family == "rnn"
+                   else adapter.activation_arguments(g))
+    if system.startswith("flax-nnx"):
+        return adapter._nnx_cell(getattr(adapter.nnx, FLAX_CELLS[system]), native, "", I, H, dtype, **activations)
+    params: dict = {}
+    for name, value in native.items():
+        module, weight = name.split(".")
+        params.setdefault(module, {})[weight] = adapter.jnp.asarray(value)
+    cell = getattr(adapter.linen, FLAX_CELLS[system])(features=H, dtype=dtype, param_dtype=dtype, **activations)
+    return cell, {"params": params}

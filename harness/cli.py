@@ -89,13 +89,17 @@ def inspect(file, system, as_json):
 @click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False),
               help="a .npy of inputs (T, batch, input_size) to run on instead of seeded ones")
 @click.option("--lengths", help="with --inputs: each element's real steps, comma-separated (post-padded)")
+@click.option("--layer", "layers", multiple=True, metavar="A_LOCATION=B_LOCATION",
+              help="pair these modules (their locations, as inspect prints them) instead of pairing in order")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
-def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, as_json):
+def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers, as_json):
     """Whether the recurrent modules of A and B compute the same function, pair by pair."""
     from frameworks.files import FileRefused
     from harness.verify import verify_modules
 
     first, second = _paired(_inspection(a, a_as).modules, _inspection(b, b_as).modules)
+    if layers:
+        first, second = _by_location(first, second, layers)
     if not first or not second or len(first) != len(second):
         _refuse(f"expected the same number of recurrent modules in both files (at least one), got "
                 f"{len(first)} in {Path(a).name} and {len(second)} in {Path(b).name}")
@@ -141,7 +145,7 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, as_json
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
 def convert(file, target, output, system, seed, run_frameworks, as_json):
     """FILE's recurrent module written as SYSTEM's weights to OUT, then checked against FILE."""
-    from frameworks.convert import ConversionRefused
+    from frameworks.convert import ConversionRefused, mapping
     from frameworks.convert import convert as convert_weights
     from frameworks.files import FileRefused, load_weights, read_as, write_weights
     from harness.verify import verify_modules
@@ -178,8 +182,31 @@ def convert(file, target, output, system, seed, run_frameworks, as_json):
                                "check": verdict.as_dict()}, indent=2))
     else:
         click.echo(f"wrote {Path(output).name}: {back.system}, {len(native)} weight(s)")
+        for system, verb in ((source.system, "read from"), (target, "written for")):
+            forget_bias = getattr(mapping(system), "forget_bias", 0.0)
+            if forget_bias:
+                click.echo(_wrapped("  ", f"{system} adds forget_bias={forget_bias} to the f gate: the weights "
+                                          f"{verb} it hold the f bias without it (folded), so the function is the same"))
         click.echo(_wrapped("", f"{'EQUIVALENT' if verdict.equivalent else 'NOT EQUIVALENT'}: {verdict.reason}"))
     sys.exit(0 if verdict.equivalent else 1)
+
+
+def _by_location(first: list, second: list, layers) -> tuple[list, list]:
+    """The pairs ``--layer A=B`` names, each location as ``inspect`` prints it ("(top level)" for none)."""
+    def where(modules, location, side):
+        found = [m for m in modules if (m.location or "(top level)") == location]
+        if not found:
+            _refuse(f"--layer: no module {location!r} in {side}; its modules are "
+                    f"{[m.location or '(top level)' for m in modules]}")
+        return found[0]
+
+    pairs = []
+    for layer in layers:
+        if layer.count("=") != 1:
+            _refuse(f"--layer: expected A_LOCATION=B_LOCATION, got {layer!r}")
+        a, b = layer.split("=")
+        pairs.append((where(first, a, "A"), where(second, b, "B")))
+    return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 def _user_inputs(inputs_file, lengths):

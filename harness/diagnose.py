@@ -15,6 +15,7 @@ in PyTorch's order, LSTM i f g o, GRU r z n):
 - the biases: b_x or b_h dropped, one doubled (the sum put in both slots), both halved;
 - TF1's forget_bias (1.0) not folded into the LSTM's f bias, or folded twice;
 - the other GRU variant (reset_after <-> reset_before: where r multiplies);
+- the other hard sigmoid (Keras 3's relu6(x + 3) / 6 <-> Keras 2's clip(0.2 x + 0.5, 0, 1)), where one is used;
 - W_x and W_h exchanged where I = H (a concatenated kernel split as [x; h] instead of [h; x]);
 - the directions of a bidirectional layer exchanged; two layers of the same shapes exchanged.
 """
@@ -106,6 +107,12 @@ def mistakes(stack: StackParams):
                 shift[H:2 * H] = -sign * FORGET_BIAS
                 out.append((f"forget_bias {what}",
                             lambda s, d=shift: _cells(s, lambda c: replace(c, b_x=c.b_x + d.astype(c.b_x.dtype)))))
+    hard = {"hard_sigmoid_relu6": "hard_sigmoid_0.2", "hard_sigmoid_0.2": "hard_sigmoid_relu6"}
+    names = first.activation.split(",")
+    if any(name in hard for name in names):  # Keras 3's relu6(x + 3) / 6 and Keras 2's clip(0.2 x + 0.5, 0, 1)
+        swapped_activation = ",".join(hard.get(name, name) for name in names)
+        out.append((f"the other hard sigmoid ({swapped_activation} instead of {first.activation}: Keras 2's and "
+                    f"Keras 3's differ)", lambda s, a=swapped_activation: _cells(s, lambda c: replace(c, activation=a))))
     if family == "gru":
         other = {"reset_after": "reset_before", "reset_before": "reset_after"}[first.variant]
         out.append((f"the other GRU variant ({other} instead of {first.variant}: where r multiplies)",

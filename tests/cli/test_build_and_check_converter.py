@@ -102,7 +102,37 @@ def test_build_gives_the_frameworks_own_object_computing_the_reference(name, loa
     assert np.all(np.abs(output - expected["output"]) <= allowed), np.max(np.abs(output - expected["output"]) / allowed)
 
 
+@pytest.mark.parametrize("name", ["flax-linen-lstm", "flax-nnx-gru"])
+def test_build_gives_a_flax_cell_computing_the_reference(name, load_system):
+    """A Flax cell (linen: the module and its variables; nnx: the module), one step from a state, within the
+    bound of the reference's step."""
+    load_system(name)
+    import jax.numpy as jnp
+
+    family = name.split("-")[-1]
+    stack = StackParams.random(family, I, H, seed=6, dtype=np.float32)
+    if name == "flax-nnx-gru":  # nnx's GRUCell has no b_hn: a cell it can hold
+        p = stack.layers[0][0]
+        b_h = p.b_h.copy()
+        b_h[2 * H:] = 0
+        stack = StackParams([[p.replace(b_h=b_h)]])
+    xs, state = random_inputs(1, 2, I, 1, np.float32), {"h": np.full((1, 2, H), 0.25, np.float32)}
+    if family == "lstm":
+        state["c"] = np.full((1, 2, H), -0.5, np.float32)
+    expected, bound = reference_and_bound(stack, xs, state, "float32")
+    allowed = bound["output"] + reference_and_bound(stack, xs, state, "float64")[1]["output"]
+    built = build(name, stack)
+    carry = (jnp.asarray(state["c"][0]), jnp.asarray(state["h"][0])) if family == "lstm" else jnp.asarray(state["h"][0])
+    if name.startswith("flax-linen"):
+        cell, variables = built
+        new_carry, _ = cell.apply(variables, carry, jnp.asarray(xs[0]))
+    else:
+        new_carry, _ = built(carry, jnp.asarray(xs[0]))
+    h = np.asarray(new_carry[1] if family == "lstm" else new_carry)
+    assert np.all(np.abs(h - expected["output"][0]) <= allowed[0]), np.max(np.abs(h - expected["output"][0]) / allowed[0])
+
+
 def test_build_refuses_what_it_does_not_build():
-    stack = StackParams.random("gru", I, H, seed=1)
+    stack = StackParams.random("rnn", I, H, seed=1)
     with pytest.raises(ConversionRefused, match="is not built here"):
-        build("flax-nnx-gru", stack)
+        build("flax-nnx-rnn", stack)

@@ -143,3 +143,24 @@ def test_the_users_inputs_and_lengths_are_used_and_checked(tmp_path):
     for args, message in bad.items():
         result = run("verify", a, a, *args)
         assert result.exit_code == 2 and message in result.output, (args, result.output)
+
+
+def test_layer_pairs_modules_by_location(tmp_path):
+    gru, rnn = torch_gru(), write(StackParams.random("rnn", I, H, seed=2), "torch")
+    a = save(tmp_path / "a.npz", {**{f"enc.{k}": v for k, v in gru.items()}, **{f"dec.{k}": v for k, v in rnn.items()}})
+    b = save(tmp_path / "b.npz", {**{f"x.{k}": v for k, v in rnn.items()}, **{f"y.{k}": v for k, v in gru.items()}})
+    assert run("verify", a, b).exit_code == 1  # in order: enc with x, a GRU with an RNN
+    result = run("verify", a, b, "--layer", "enc=y", "--layer", "dec=x")
+    assert result.exit_code == 0, result.output
+    result = run("verify", a, b, "--layer", "enc=z")
+    assert result.exit_code == 2 and "no module 'z' in B" in result.output, result.output
+
+
+def test_the_other_hard_sigmoid_is_named():
+    stack = StackParams.random("lstm", I, H, seed=3, activation="hard_sigmoid_relu6,tanh,tanh")
+    other = stack.map(lambda p: p.replace(activation="hard_sigmoid_0.2,tanh,tanh"))
+    # a weight file does not hold the activation: the modules as a Keras 3 and a Keras 2 LSTM read them
+    a, b = (Module("", "keras-tf-lstm", "lstm", LayerConfig(1, False), I, H, {}, s) for s in (stack, other))
+    verdict = verify_modules(a, b, steps=3)
+    assert not verdict.equivalent
+    assert verdict.diagnosis[0].mistake.startswith("the other hard sigmoid"), verdict.diagnosis
