@@ -1,5 +1,7 @@
 """The ONNX ``RNN``, ``LSTM`` and ``GRU`` operators, built with ``onnx.helper`` as a graph of one
-node and run by two implementations: ONNX Runtime and the ``onnx.reference`` evaluator.
+node and run by three implementations: ONNX Runtime, the ``onnx.reference`` evaluator, and OpenVINO
+(its ONNX frontend and CPU plugin, float32 forced; what it drops and refuses: ``OPENVINO_LSTM_DROPS``
+and tests/equivalence/test_openvino.py).
 
 The mapping, written once here for the three operators (``W``, ``R``, ``B`` are the operator's
 inputs; G = 1, 4, 3 gates):
@@ -317,6 +319,42 @@ class OnnxReferenceEvaluation:
         return self.reference.ReferenceEvaluator(model).run(outputs, feeds)
 
 
+class OpenVinoEvaluation:
+    """OpenVINO on the CPU, the model read from the ONNX bytes (``Core.read_model``), compiled with
+    float32 inference forced (``INFERENCE_PRECISION_HINT: f32``): the equivalence check. OpenVINO's
+    CPU plugin may compute in bf16 or f16 by default where the processor has them (AMX, AVX512-FP16);
+    ``default_precision`` says what the default is on this machine, and
+    tests/equivalence/test_openvino.py compares the default run with the forced one."""
+
+    runtime = "OpenVINO"
+    distributions = ("onnx", "openvino")
+    requires = ("onnx", "openvino")
+    dtypes = ("float32",)  # OpenVINO's CPU plugin computes in float32 at most (an f64 model is converted)
+    precision_hint = "f32"
+
+    def start(self):
+        super().start()
+        self.openvino = import_framework("openvino", self.name)
+        self.core = self.openvino.Core()
+
+    def describe(self) -> str:
+        return f"{super().describe()} (CPU, INFERENCE_PRECISION_HINT={self.precision_hint})"
+
+    def default_precision(self) -> str:
+        """The CPU plugin's default inference precision on this machine (e.g. "f32", "bf16")."""
+        return self.core.get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+
+    def compile(self, model, hint: str | None):
+        settings = {} if hint is None else {"INFERENCE_PRECISION_HINT": hint}
+        return self.core.compile_model(self.core.read_model(model.SerializeToString(), b""), "CPU", settings)
+
+    def evaluate(self, model, feeds, outputs):
+        """The node's outputs at ``precision_hint`` (None: OpenVINO's default settings)."""
+        compiled = self.compile(model, self.precision_hint)
+        results = compiled(feeds)
+        return [results[compiled.output(name)] for name in outputs]
+
+
 # --- the RNN operator, a layer ------------------------------------------------------
 
 
@@ -355,6 +393,14 @@ class OnnxRuntimeRNN(OnnxRuntimeEvaluation, OnnxRNN):
     configs = tuple(c for c in OnnxRNN.configs if c.option("layout") == 0)
 
 
+class OpenVinoRNN(OpenVinoEvaluation, OnnxRNN):
+    name = "onnx-openvino"
+    # Affine and HardSigmoid are refused (its RNN cell takes tanh, sigmoid and relu); layout=1 is read as
+    # layout=0, silently (openvinotoolkit/openvino#37820): tests/equivalence/test_openvino.py keeps both checked.
+    activations = ("tanh", "relu")
+    configs = tuple(c for c in OnnxRNN.configs if c.option("layout") == 0)
+
+
 class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN):
     name = "onnx-reference"
     # onnx/reference/ops/op_rnn.py implements only the Tanh and Affine activations (HardSigmoid
@@ -384,7 +430,7 @@ class OnnxGated(OnnxOperator):
         return out
 
 
-def _gated_mutations(family: str, honours_activations: bool) -> dict:
+def _gated_mutations(family: str, honours_activations: bool, peepholes: bool) -> dict:
     G, back = len(ONNX_ORDER[family]), tuple(np.argsort(ONNX_ORDER[family]))
     mutations = {
         "W and R left in PyTorch's gate order": lambda n: {
@@ -393,7 +439,7 @@ def _gated_mutations(family: str, honours_activations: bool) -> dict:
             [b.transpose(0, 2, 1) for b in np.split(n["R"], G, axis=1)], axis=1)},
         "B dropped": scaled("B", 0.0),
     }
-    if family == "lstm":  # the mutation case has peepholes (mutation_options)
+    if peepholes:  # the mutation case has peepholes (mutation_options)
         # P written in the canonical order i, f, o instead of ONNX's i, o, f: Po and Pf swapped.
         mutations["P left in the canonical order i, f, o"] = lambda n: {
             **n, "P": reorder_gates(n["P"], PEEPHOLE_ORDER, axis=1)}
@@ -424,23 +470,42 @@ ORT_LSTM_CLIP = ("ONNX Runtime's LSTM clips the arguments of f and g but not c' 
                  "spec's clip ('applied to the input of activations') does: microsoft/onnxruntime#27224, fix "
                  "proposed in microsoft/onnxruntime#27239 (measured: tests/equivalence/test_options_onnx.py)")
 
+# OpenVINO (2026.4, its ONNX frontend, measured in tests/equivalence/test_openvino.py): the hard sigmoids are
+# refused (its cells take sigmoid, tanh and relu only), and an LSTM node's P and input_forget are read and
+# dropped, without an error: the node computes the LSTM without peepholes, or with f computed, not 1 - i;
+# its clip is ONNX Runtime's (c' unclipped into h). So its LSTM is compared without options, each refused
+# with the reason; its RNN and GRU clip every activation's argument, the canonical gate_clip.
+OPENVINO_ACTIVATIONS = {"lstm": (GATED, "sigmoid,relu,relu", "sigmoid,tanh,relu"), "gru": (GATED, "sigmoid,relu")}
+OPENVINO_LSTM_DROPS = {
+    "peepholes": "OpenVINO's ONNX frontend reads P and drops it: the node computes the LSTM without peepholes "
+                 "(measured: tests/equivalence/test_openvino.py)",
+    "coupled_gates": "OpenVINO's ONNX frontend reads input_forget=1 and drops it: the node computes f from its own "
+                     "weights, not 1 - i (measured: tests/equivalence/test_openvino.py)",
+    "gate_clip": "OpenVINO's LSTM clips the arguments of f and g but not c' on its way into h(c'), as ONNX "
+                 "Runtime's does (measured: tests/equivalence/test_openvino.py)",
+}
+
 
 def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
-    label = {OnnxRuntimeEvaluation: "ort", OnnxReferenceEvaluation: "reference"}[evaluation]
+    label = {OnnxRuntimeEvaluation: "ort", OnnxReferenceEvaluation: "reference", OpenVinoEvaluation: "openvino"}[evaluation]
+    openvino = evaluation is OpenVinoEvaluation
     suffix = "-reset-before" if variant == "reset_before" else ""
     if name != f"onnx-{label}-{family}{suffix}":  # a typo in the table cannot register a misnamed system
         raise TypeError(f"ONNX system {name!r}: its row describes {f'onnx-{label}-{family}{suffix}'!r}")
     qualname = f"Onnx_{label}_{family}{suffix}".replace("-", "_")
-    reference = evaluation is OnnxReferenceEvaluation
-    options = ORT_LSTM_OPTIONS if family == "lstm" and not reference else GATED_OPTIONS[family]
+    reference, ort = evaluation is OnnxReferenceEvaluation, evaluation is OnnxRuntimeEvaluation
+    options = (("",) if family == "lstm" and openvino else ORT_LSTM_OPTIONS if family == "lstm" and ort
+               else GATED_OPTIONS[family])
+    refused = (OPENVINO_LSTM_DROPS if family == "lstm" and openvino
+               else {"gate_clip": ORT_LSTM_CLIP} if family == "lstm" and ort else {})
     return type(qualname, (evaluation, OnnxGated), {
         "name": name, "cell": f"ONNX {family.upper()}", "family": family,
-        "variant": variant, "options": options, "mutation_options": "peepholes" if family == "lstm" else "",
-        "refused_options": {"gate_clip": ORT_LSTM_CLIP} if family == "lstm" and not reference else {},
+        "variant": variant, "options": options, "mutation_options": "peepholes" if "peepholes" in options else "",
+        "refused_options": refused,
         # onnx.reference computes the default activations whatever the node lists: it is compared on them
         # alone (as known issues, the others would take the covering design's rows from the default).
-        "activations": (GATED,) if reference else GATED_ACTIVATIONS[family],
-        "mutations": _gated_mutations(family, honours_activations=not reference),
+        "activations": (GATED,) if reference else OPENVINO_ACTIVATIONS[family] if openvino else GATED_ACTIVATIONS[family],
+        "mutations": _gated_mutations(family, honours_activations=not reference, peepholes="peepholes" in options),
         "__module__": __name__, "__qualname__": qualname})
 
 
@@ -448,6 +513,9 @@ def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
 for _row in (("onnx-ort-lstm", OnnxRuntimeEvaluation, "lstm"),
              ("onnx-ort-gru", OnnxRuntimeEvaluation, "gru", "reset_after"),
              ("onnx-ort-gru-reset-before", OnnxRuntimeEvaluation, "gru", "reset_before"),
+             ("onnx-openvino-lstm", OpenVinoEvaluation, "lstm"),
+             ("onnx-openvino-gru", OpenVinoEvaluation, "gru", "reset_after"),
+             ("onnx-openvino-gru-reset-before", OpenVinoEvaluation, "gru", "reset_before"),
              ("onnx-reference-lstm", OnnxReferenceEvaluation, "lstm"),
              ("onnx-reference-gru", OnnxReferenceEvaluation, "gru", "reset_after"),
              ("onnx-reference-gru-reset-before", OnnxReferenceEvaluation, "gru", "reset_before")):

@@ -1,0 +1,165 @@
+"""Equinox's cells (``equinox.nn.LSTMCell``, ``equinox.nn.GRUCell``): JAX modules of one step on one
+unbatched vector, run over a batch with ``jax.vmap``, as Equinox's documentation has users do.
+
+Equinox keeps PyTorch's orientation and gate orders, with one bias per cell and, for the GRU, a second
+bias for the n gate alone. The mappings, written once each:
+
+    canonical: W_x (G*H, I), W_h (G*H, H), b_x (G*H), b_h (G*H); gates i f g o (LSTM), r z n (GRU)
+
+    LSTMCell: weight_ih (4H, I) = W_x, weight_hh (4H, H) = W_h, bias (4H) = b_x + b_h, gates i f g o
+              (its __call__: lin = weight_ih @ x + weight_hh @ h + bias; i, f, g, o = split(lin, 4))
+    GRUCell:  weight_ih (3H, I) = W_x, weight_hh (3H, H) = W_h, gates r z n,
+              bias (3H) = [b_xr + b_hr, b_xz + b_hz, b_xn], bias_n (H) = b_hn
+              (its __call__: n = tanh(i_n + r * (weight_hh_n @ h + bias_n)), the reset-after GRU;
+              h' = n + z * (h - n), which is (1 - z) n + z h)
+
+So PyTorch's two GRU biases map as: bias = bias_ih + [bias_hh_r, bias_hh_z, 0], bias_n = bias_hh_n; the
+LSTM's bias is bias_ih + bias_hh. A sum is one rounding, and comes back as b_x with b_h = 0.
+``use_bias=False`` drops both biases (the bias-free configuration). The activations are fixed
+(sigmoid, tanh): the default spec only. No peepholes, projection, clipping or coupled gates.
+
+Gradients and one optimizer step are Flax's machinery (``FlaxBase``): jax.vjp of the one function
+run_native calls, and optax, which Equinox users train with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from frameworks.base import CELL, NO_BIAS, Adapter, Native, NativeSpec, import_framework, reorder_gates, scaled
+from frameworks.flax_cells import FlaxBase
+
+
+class EquinoxCell(FlaxBase):
+    """An Equinox cell: the framework, and its step over a batch."""
+
+    distributions = ("equinox", "jax", "optax")
+    requires = ("equinox", "jax")
+    configs = (CELL, NO_BIAS)
+    gates: str
+    module: str  # "LSTMCell" or "GRUCell"
+
+    def start(self):
+        jax = import_framework("jax", self.name)
+        jax.config.update("jax_enable_x64", True)  # before any array exists
+        self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)
+        self.eqx = import_framework("equinox", self.name)
+
+    def describe(self) -> str:
+        return f"equinox.nn.{self.module}"
+
+    activation_arguments = Adapter.activation_arguments  # fixed activations: none to give (not Flax's)
+
+    def _cell(self, input_size: int, hidden_size: int, has_bias: bool, dtype):
+        return getattr(self.eqx.nn, self.module)(input_size, hidden_size, use_bias=has_bias, dtype=dtype,
+                                                  key=self.jax.random.PRNGKey(0))
+
+    def _step(self, input_size: int, hidden_size: int, dtype, g: str):
+        """step(native, carry, x) -> carry over a batch: the cell holding the native weights
+        (``eqx.tree_at``), vmapped over the batch rows. The carry is Flax's (c, h) for an LSTM (the
+        driver's, ``FlaxBase._run``); Equinox's own is (h, c)."""
+        jax, eqx = self.jax, self.eqx
+        names = tuple(self.native_names)
+        lstm = self.family == "lstm"
+
+        def step(native, carry, x):
+            present = tuple(name for name in names if name in native)
+            template = self._cell(x.shape[-1], hidden_size, "bias" in native, dtype)
+            cell = eqx.tree_at(lambda c: tuple(getattr(c, n) for n in present), template,
+                               tuple(native[n] for n in present))
+            if lstm:
+                h, c = jax.vmap(cell)(x, (carry[1], carry[0]))
+                return c, h
+            return jax.vmap(cell)(x, carry)
+
+        return self._jit(step)
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        cell = self._cell(input_size, hidden_size, True, self.jnp.float32)
+        return {name: tuple(getattr(cell, name).shape) for name in self.native_names}
+
+    def recurrent_kernel(self, config) -> str:
+        return "weight_hh"
+
+    def tag(self, layer: int, direction: int) -> str:
+        return ""
+
+
+class EquinoxLSTMCell(EquinoxCell):
+    name = "equinox-lstm"
+    cell = "equinox.nn.LSTMCell"
+    module = "LSTMCell"
+    family = "lstm"
+    native_names = ("weight_ih", "weight_hh", "bias")
+    state_names = {"h": "hidden[0] (h)", "c": "hidden[1] (c)"}  # Equinox's LSTM state is (h, c)
+    mutations = {
+        "gates i and f swapped": lambda n: {
+            **n, **{k: reorder_gates(n[k], (1, 0, 2, 3)) for k in ("weight_ih", "weight_hh", "bias")}},
+        "weight_hh transposed blockwise": lambda n: {
+            **n, "weight_hh": np.concatenate([b.T for b in np.split(n["weight_hh"], 4)])},
+        "bias doubled (bias_ih + bias_hh added twice)": scaled("bias", 2.0),
+    }
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size
+        spec = {"weight_ih": ((4 * H, I), "(4*hidden_size, input_size)"),
+                "weight_hh": ((4 * H, H), "(4*hidden_size, hidden_size)")}
+        if has_bias:
+            spec["bias"] = ((4 * H,), "(4*hidden_size,)")
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
+        if params.has_bias:
+            native["bias"] = params.b  # b_x + b_h
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        b = native.get("bias")
+        return self.params(np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"]),
+                           None if b is None else np.asarray(b), None if b is None else np.zeros_like(b))
+
+
+class EquinoxGRUCell(EquinoxCell):
+    name = "equinox-gru"
+    cell = "equinox.nn.GRUCell"
+    module = "GRUCell"
+    family, variant = "gru", "reset_after"
+    kept_hidden_biases = ("n",)  # bias_n holds b_hn, which r multiplies
+    native_names = ("weight_ih", "weight_hh", "bias", "bias_n")
+    state_names = {"h": "hidden"}
+    mutations = {
+        "gates r and z swapped": lambda n: {
+            **n, **{k: reorder_gates(n[k], (1, 0, 2)) for k in ("weight_ih", "weight_hh", "bias")}},
+        "bias_n dropped": scaled("bias_n", 0.0),
+        "bias_n moved into bias (b_hn added outside r)": lambda n: {
+            **n, "bias": n["bias"] + np.concatenate([np.zeros(2 * n["bias_n"].size, n["bias_n"].dtype), n["bias_n"]]),
+            "bias_n": np.zeros_like(n["bias_n"])},
+        "weight_hh transposed blockwise": lambda n: {
+            **n, "weight_hh": np.concatenate([b.T for b in np.split(n["weight_hh"], 3)])},
+    }
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size
+        spec = {"weight_ih": ((3 * H, I), "(3*hidden_size, input_size)"),
+                "weight_hh": ((3 * H, H), "(3*hidden_size, hidden_size)")}
+        if has_bias:
+            spec["bias"] = ((3 * H,), "(3*hidden_size,)")
+            spec["bias_n"] = ((H,), "(hidden_size,)")
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
+        if params.has_bias:
+            b_h = params.b_h.copy()
+            b_h[2 * params.hidden_size:] = 0  # b_hn stays apart, in bias_n
+            native["bias"] = params.b_x + b_h
+            native["bias_n"] = params.gate(params.b_h, "n")
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        if "bias" not in native:
+            return self.params(np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"]), None, None)
+        bias, bias_n = np.asarray(native["bias"]), np.asarray(native["bias_n"])
+        return self.params(np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"]), bias,
+                           np.concatenate([np.zeros(2 * bias_n.size, bias_n.dtype), bias_n]))
