@@ -677,6 +677,12 @@ SYSTEMS = (
 def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
     """One system's class, from its row of ``SYSTEMS``: keras-jax-gru-reset-before-rnn is Keras 3's
     GRU(reset_after=False) layer on jax."""
+    return type(name.replace("-", "_"), (base,), system_attributes(name, base, implementation, member))
+
+
+def system_attributes(name: str, base: type, implementation: tuple, member: tuple) -> dict:
+    """The class attributes of the system ``name`` (its test plan and framework), from its row; also
+    what a system built on the same layers declares (frameworks.tf2onnx_export)."""
     (module, backend), (family, variant) = implementation, member
     before = variant == "reset_before"
     # Keras 3's systems are named after the backend, Keras 2's after its package (tf_keras: tf-keras).
@@ -728,7 +734,7 @@ def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
                           # from it (a known issue): post-padding only.
                           padding_sides=("post",) if (backend, family) == ("jax", "rnn") else ("post", "pre", HOLES),
                           chunked_configs=CHUNKED_CONFIGS)
-    return type(name.replace("-", "_"), (base,), attributes)
+    return attributes
 
 
 for _system in SYSTEMS:

@@ -1,0 +1,137 @@
+"""``tf2onnx.convert.from_keras`` of Keras 2 (``tf_keras``) ``SimpleRNN``, ``LSTM`` and ``GRU`` layers,
+stacked and bidirectional, run in ONNX Runtime.
+
+The weights are Keras's: the mapping is ``frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
+named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that the converted model
+computes what the Keras layers and the reference compute. The model converted is the functional
+``tf_keras.Model`` a user writes around the layers: an ``Input`` for the sequence (batch first, any
+batch size) and one for each initial state the configuration gives, the layers' outputs (the sequence
+or the last output, and the final states with ``return_state``) as its outputs, in that order.
+
+tf2onnx turns a Keras recurrent layer into one ONNX ``RNN``, ``LSTM`` or ``GRU`` node where it
+recognises the layer's loop (its rewriters), else into a ``Loop``: ``operators`` lists the node types of
+the last conversion, and tests/equivalence/test_converters.py records which. tf2onnx 1.17 cannot convert
+a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too.
+
+float32 only (ONNX Runtime's CPU recurrent kernels); no padded batches or chunked runs (the mask and the
+returned states are Keras's own, checked on the Keras systems); no gradients (an ONNX graph run in ONNX
+Runtime has no autodiff here).
+"""
+
+from __future__ import annotations
+
+import os
+
+from frameworks.base import LayerConfig, Native, import_framework
+from frameworks.keras3 import KERAS_HARD_SIGMOID, TF_KERAS, KerasLayer, system_attributes
+from reference.cells import state_keys
+from reference.params import GATED
+
+OPSET = 17  # tf2onnx 1.17's default opset is 15; 17 is within ONNX Runtime's and tf2onnx's ranges
+
+
+class Tf2OnnxConverted(KerasLayer):
+    """The Keras 2 layers of ``KerasLayer``, in a functional model converted by tf2onnx and run in
+    ONNX Runtime."""
+
+    dtypes = ("float32",)
+    padded_configs: tuple[LayerConfig, ...] = ()
+    chunked_configs: tuple[LayerConfig, ...] = ()
+    autodiff, optimizers, compiles = "", {}, False
+
+    def start(self):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        super().start()
+        self.tf = import_framework("tensorflow", self.name)
+        self.tf2onnx = import_framework("tf2onnx", self.name)
+        self.ort = import_framework("onnxruntime", self.name)
+        self.last_model = None
+
+    def describe(self) -> str:
+        return f"tf2onnx.convert.from_keras({self.cell}) in ONNX Runtime"
+
+    def versions(self) -> dict[str, str]:
+        from frameworks.base import distribution_version
+
+        return {dist: distribution_version(dist) for dist in ("tf2onnx", "tf_keras", "tensorflow", "onnxruntime")}
+
+    fused: dict[str, str] = {}  # activation spec ("*": every one) -> the fused ONNX node; else a Loop
+
+    def recurrent_operators(self) -> set[str]:
+        """The recurrent node types of the last converted model: RNN, LSTM, GRU, or Loop (or Scan)."""
+        return {node.op_type for node in self.last_model.graph.node} & {"RNN", "LSTM", "GRU", "Loop", "Scan"}
+
+    def expected_operator(self, g: str) -> str:
+        return self.fused.get(g, self.fused.get("*", "Loop"))
+
+    def convert(self, native: Native, xs, state, config: LayerConfig, g: str):
+        """The converted ONNX model of the functional model around the layers holding ``native``, its
+        input names and its output names (``KerasLayer._call``'s, in its order)."""
+        keras, tf = self.keras, self.tf
+        dtype, H = self.check_call(native, xs, state, config, g)
+        T, batch, I = xs.shape
+        D, keys = config.num_directions, state_keys(self.family)
+        layers = self._built_layers(native, (batch, T, I), config, H, g, dtype.name)
+        x_in = keras.Input((T, I), dtype=dtype.name, name="x")
+        inputs, specs = [x_in], [tf.TensorSpec((None, T, I), dtype.name, name="x")]
+        states = None
+        if state is not None:
+            states = {key: [] for key in keys}
+            for index in range(config.num_layers * D):
+                for key in keys:
+                    name = f"initial_{key}_{index}"
+                    states[key].append(keras.Input((H,), dtype=dtype.name, name=name))
+                    inputs.append(states[key][-1])
+                    specs.append(tf.TensorSpec((None, H), dtype.name, name=name))
+        outputs = self._call(layers, x_in, None, states, config)
+        model = keras.Model(inputs, list(outputs.values()))
+        proto, _ = self.tf2onnx.convert.from_keras(model, input_signature=specs, opset=OPSET)
+        self.last_model = proto
+        return proto, [spec.name for spec in specs], list(outputs)
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        proto, input_names, output_names = self.convert(native, xs, state, config, g)
+        feeds = {"x": xs.transpose(1, 0, 2).copy()}  # batch first
+        if state is not None:
+            D, keys = config.num_directions, state_keys(self.family)
+            for index in range(config.num_layers * D):
+                for key in keys:
+                    feeds[f"initial_{key}_{index}"] = state[key][index].copy()
+        session = self.ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        results = session.run(None, {name: feeds[name] for name in input_names})
+        return dict(zip(output_names, results))
+
+
+# What tf2onnx 1.17 makes of each layer (measured, tests/equivalence/test_converters.py checks it on every
+# activation the system has): one fused node for an LSTM whatever its activations; for a reset-after GRU
+# with the default activations; a Loop (the layer's while loop, converted op by op) otherwise.
+FUSED = {("rnn", ""): {}, ("lstm", ""): {"*": "LSTM"}, ("gru", "reset_after"): {GATED: "GRU"},
+         ("gru", "reset_before"): {}}
+
+TF2ONNX_SYSTEMS = (("tf2onnx-keras2-rnn", ("rnn", "")), ("tf2onnx-keras2-lstm-rnn", ("lstm", "")),
+                   ("tf2onnx-keras2-gru-rnn", ("gru", "reset_after")),
+                   ("tf2onnx-keras2-gru-reset-before-rnn", ("gru", "reset_before")))
+
+
+def _tf2onnx_system(name: str, member: tuple) -> type:
+    family, variant = member
+    source = name.replace("tf2onnx-keras2", "tf-keras")  # the Keras 2 layer it is converted from
+    said = "tf2onnx-keras2" + ("" if family == "rnn" else f"-{family}") + (
+        "-reset-before" if variant == "reset_before" else "") + "-rnn"
+    if name != said:
+        raise TypeError(f"tf2onnx system {name!r}: its row describes {said!r}")
+    attributes = system_attributes(source, KerasLayer, TF_KERAS, member)
+    hard = KERAS_HARD_SIGMOID["tf_keras"]
+    attributes.update({
+        "name": name, "__module__": __name__,
+        "distributions": ("tf2onnx", "tf_keras", "tensorflow", "onnxruntime"),
+        "requires": ("tf2onnx", "tf_keras", "onnxruntime"),
+        "compare_with": source if family == "rnn" else None,
+        "fused": FUSED[member],
+        "padded_configs": (), "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
+    })
+    return type(name.replace("-", "_"), (Tf2OnnxConverted,), attributes)
+
+
+for _row in TF2ONNX_SYSTEMS:
+    _tf2onnx_system(*_row)
