@@ -4,6 +4,7 @@
     rnn-equivalence verify A B [--a-as SYSTEM] [--b-as SYSTEM] [--seed N] [--inputs X.npy [--lengths ...]]
                                [--run/--no-run] [--json]
     rnn-equivalence convert FILE --to SYSTEM -o OUT [--as SYSTEM] [--seed N] [--run/--no-run] [--json]
+    rnn-equivalence compare SYSTEM_A SYSTEM_B [--depth quick|default|full] [--seed N] [--json]
 
 ``inspect`` lists every recurrent module of a weight file (``frameworks.files``: PyTorch .pt/.pth/.bin,
 .safetensors, .npz; Keras .weights.h5, .keras, Keras 2 .h5; ONNX; Flax .msgpack; TF1 checkpoints): where
@@ -22,8 +23,12 @@ in the format OUT's suffix names (``frameworks.files.write_weights``), reads OUT
 against FILE: the verdict with the derived bound. A target that cannot hold the same function
 refuses, saying why, and writes nothing.
 
+``compare`` answers "are these two systems the same function?" on the versions installed here: it runs
+the suite's tests for the two systems now (``harness.compare_systems``) and prints Yes, No or Only if,
+the mapping between them, and the evidence (cases, worst err/bound per dtype, versions, differences).
+
 Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify), or converted and
-equivalent (convert); 1 not equivalent, or refused; 2 bad input (a file that is not named weights,
+equivalent (convert), Yes (compare); 1 not equivalent, or refused, No or Only if (compare); 2 bad input (a file that is not named weights,
 recurrent weights that do not read, inputs that do not fit), with one line naming what was expected
 and what was received, never a traceback. Human output fits 100 columns.
 """
@@ -189,6 +194,28 @@ def convert(file, target, output, system, seed, run_frameworks, as_json):
                                           f"{verb} it hold the f bias without it (folded), so the function is the same"))
         click.echo(_wrapped("", f"{'EQUIVALENT' if verdict.equivalent else 'NOT EQUIVALENT'}: {verdict.reason}"))
     sys.exit(0 if verdict.equivalent else 1)
+
+
+@main.command()
+@click.argument("system_a")
+@click.argument("system_b")
+@click.option("--depth", type=click.Choice(["quick", "default", "full"]), default="quick", show_default=True,
+              help="how deep the run goes (harness/depth.py)")
+@click.option("--seed", default=0, show_default=True, help="seed of the weights and data of the design's cases")
+@click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
+def compare(system_a, system_b, depth, seed, as_json):
+    """Are SYSTEM_A and SYSTEM_B the same function? The suite's tests for both, run now."""
+    from harness.compare_systems import CompareRefused, answer, text
+
+    try:
+        result = answer(system_a, system_b, depth, seed)
+    except CompareRefused as error:
+        _refuse(str(error))
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        click.echo("\n".join(text(result, WIDTH)))
+    sys.exit(0 if result.equivalent else 1)
 
 
 def _by_location(first: list, second: list, layers) -> tuple[list, list]:
