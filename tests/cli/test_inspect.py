@@ -272,3 +272,26 @@ def test_onnx_external_data_outside_the_models_folder_is_refused(tmp_path, load_
     onnx.save(model, path)
     result = run("inspect", path)
     assert result.exit_code == 2 and "outside the model's folder" in result.output, result.output
+
+
+def test_a_keras_file_with_a_lambda_layer_is_read_without_running_it(tmp_path, load_system):
+    """A ``.keras`` model whose ``Lambda`` layer would create a file when called (code Keras stores in the
+    model's config): inspect reads the LSTM's weights from the archive's ``model.weights.h5`` alone, the
+    config and its Lambda never loaded, and the file is not created."""
+    load_system("keras-tf-lstm-rnn")
+    import keras
+
+    marker = tmp_path / "lambda-ran"
+    touch = str(marker)
+    model = keras.Sequential([keras.Input((6, I)),
+                              keras.layers.Lambda(lambda x: (open(touch, "w").close(), x)[1]),
+                              keras.layers.LSTM(H, return_sequences=True), keras.layers.Dense(2)])
+    path = tmp_path / "model.keras"
+    model.save(path)
+    assert marker.exists()  # the Lambda runs when Keras calls it
+    marker.unlink()
+    result = run("inspect", path, "--json")
+    assert result.exit_code == 0, result.output
+    modules = json.loads(result.output)["modules"]
+    assert [m["system"] for m in modules] == ["keras-tf-lstm-rnn"]
+    assert not marker.exists()
