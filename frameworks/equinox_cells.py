@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import CELL, NO_BIAS, Adapter, Native, NativeSpec, import_framework, reorder_gates, scaled
+from frameworks.base import (
+    CELL, NO_BIAS, Adapter, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
+)
 from frameworks.flax_cells import FlaxBase
+from reference.params import GATES
 
 
 class EquinoxCell(FlaxBase):
@@ -36,8 +39,7 @@ class EquinoxCell(FlaxBase):
     distributions = ("equinox", "jax", "optax")
     requires = ("equinox", "jax")
     configs = (CELL, NO_BIAS)
-    gates: str
-    module: str  # "LSTMCell" or "GRUCell"
+    native_names: tuple[str, ...]  # the cell's weight attributes
 
     def start(self):
         jax = import_framework("jax", self.name)
@@ -45,13 +47,10 @@ class EquinoxCell(FlaxBase):
         self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)
         self.eqx = import_framework("equinox", self.name)
 
-    def describe(self) -> str:
-        return f"equinox.nn.{self.module}"
-
     activation_arguments = Adapter.activation_arguments  # fixed activations: none to give (not Flax's)
 
     def _cell(self, input_size: int, hidden_size: int, has_bias: bool, dtype):
-        return getattr(self.eqx.nn, self.module)(input_size, hidden_size, use_bias=has_bias, dtype=dtype,
+        return getattr(self.eqx.nn, self.cell.rsplit(".", 1)[1])(input_size, hidden_size, use_bias=has_bias, dtype=dtype,
                                                   key=self.jax.random.PRNGKey(0))
 
     def _step(self, input_size: int, hidden_size: int, dtype, g: str):
@@ -81,14 +80,31 @@ class EquinoxCell(FlaxBase):
     def recurrent_kernel(self, config) -> str:
         return "weight_hh"
 
-    def tag(self, layer: int, direction: int) -> str:
-        return ""
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        """weight_ih (G*H, I), weight_hh (G*H, H), bias (G*H); the GRU's bias_n (H) too."""
+        I, H, G, GH = input_size, hidden_size, len(GATES[self.family]), gates_text(self.family, "hidden_size")
+        spec = {"weight_ih": ((G * H, I), f"({GH}, input_size)"), "weight_hh": ((G * H, H), f"({GH}, hidden_size)")}
+        if has_bias:
+            spec["bias"] = ((G * H,), f"({GH},)")
+            if "bias_n" in self.native_names:
+                spec["bias_n"] = ((H,), "(hidden_size,)")
+        return spec
+
+    def cell_from_native(self, native: Native, tag: str):
+        """b_x = bias, b_h = 0 but for the GRU's b_hn = bias_n (none without a bias)."""
+        W_x, W_h = np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"])
+        if "bias" not in native:
+            return self.params(W_x, W_h, None, None)
+        bias = np.asarray(native["bias"])
+        b_h = np.zeros_like(bias)
+        if "bias_n" in native:
+            b_h[-len(native["bias_n"]):] = native["bias_n"]
+        return self.params(W_x, W_h, bias, b_h)
 
 
 class EquinoxLSTMCell(EquinoxCell):
     name = "equinox-lstm"
     cell = "equinox.nn.LSTMCell"
-    module = "LSTMCell"
     family = "lstm"
     native_names = ("weight_ih", "weight_hh", "bias")
     state_names = {"h": "hidden[0] (h)", "c": "hidden[1] (c)"}  # Equinox's LSTM state is (h, c)
@@ -100,30 +116,16 @@ class EquinoxLSTMCell(EquinoxCell):
         "bias doubled (bias_ih + bias_hh added twice)": scaled("bias", 2.0),
     }
 
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        I, H = input_size, hidden_size
-        spec = {"weight_ih": ((4 * H, I), "(4*hidden_size, input_size)"),
-                "weight_hh": ((4 * H, H), "(4*hidden_size, hidden_size)")}
-        if has_bias:
-            spec["bias"] = ((4 * H,), "(4*hidden_size,)")
-        return spec
-
     def cell_to_native(self, params, tag: str) -> Native:
         native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
         if params.has_bias:
             native["bias"] = params.b  # b_x + b_h
         return native
 
-    def cell_from_native(self, native: Native, tag: str):
-        b = native.get("bias")
-        return self.params(np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"]),
-                           None if b is None else np.asarray(b), None if b is None else np.zeros_like(b))
-
 
 class EquinoxGRUCell(EquinoxCell):
     name = "equinox-gru"
     cell = "equinox.nn.GRUCell"
-    module = "GRUCell"
     family, variant = "gru", "reset_after"
     kept_hidden_biases = ("n",)  # bias_n holds b_hn, which r multiplies
     native_names = ("weight_ih", "weight_hh", "bias", "bias_n")
@@ -139,15 +141,6 @@ class EquinoxGRUCell(EquinoxCell):
             **n, "weight_hh": np.concatenate([b.T for b in np.split(n["weight_hh"], 3)])},
     }
 
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        I, H = input_size, hidden_size
-        spec = {"weight_ih": ((3 * H, I), "(3*hidden_size, input_size)"),
-                "weight_hh": ((3 * H, H), "(3*hidden_size, hidden_size)")}
-        if has_bias:
-            spec["bias"] = ((3 * H,), "(3*hidden_size,)")
-            spec["bias_n"] = ((H,), "(hidden_size,)")
-        return spec
-
     def cell_to_native(self, params, tag: str) -> Native:
         native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
         if params.has_bias:
@@ -156,10 +149,3 @@ class EquinoxGRUCell(EquinoxCell):
             native["bias"] = params.b_x + b_h
             native["bias_n"] = params.gate(params.b_h, "n")
         return native
-
-    def cell_from_native(self, native: Native, tag: str):
-        if "bias" not in native:
-            return self.params(np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"]), None, None)
-        bias, bias_n = np.asarray(native["bias"]), np.asarray(native["bias_n"])
-        return self.params(np.asarray(native["weight_ih"]), np.asarray(native["weight_hh"]), bias,
-                           np.concatenate([np.zeros(2 * bias_n.size, bias_n.dtype), bias_n]))

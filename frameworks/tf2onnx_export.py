@@ -34,10 +34,7 @@ class Tf2OnnxConverted(KerasLayer):
     """The Keras 2 layers of ``KerasLayer``, in a functional model converted by tf2onnx and run in
     ONNX Runtime."""
 
-    dtypes = ("float32",)
-    padded_configs: tuple[LayerConfig, ...] = ()
-    chunked_configs: tuple[LayerConfig, ...] = ()
-    autodiff, optimizers, compiles = "", {}, False
+    dtypes = ("float32",)  # ONNX Runtime's CPU recurrent kernels
 
     def start(self):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -49,11 +46,6 @@ class Tf2OnnxConverted(KerasLayer):
 
     def describe(self) -> str:
         return f"tf2onnx.convert.from_keras({self.cell}) in ONNX Runtime"
-
-    def versions(self) -> dict[str, str]:
-        from frameworks.base import distribution_version
-
-        return {dist: distribution_version(dist) for dist in ("tf2onnx", "tf_keras", "tensorflow", "onnxruntime")}
 
     fused: dict[str, str] = {}  # activation spec ("*": every one) -> the fused ONNX node; else a Loop
 
@@ -128,6 +120,7 @@ def _tf2onnx_system(name: str, member: tuple) -> type:
         "requires": ("tf2onnx", "tf_keras", "onnxruntime"),
         "compare_with": source if family == "rnn" else None,
         "fused": FUSED[member],
+        # No padded or chunked runs, no autodiff (the module's docstring): the Keras layers' own, undone.
         "padded_configs": (), "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
     })
     return type(name.replace("-", "_"), (Tf2OnnxConverted,), attributes)
