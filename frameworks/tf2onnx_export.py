@@ -4,9 +4,7 @@ stacked and bidirectional, run in ONNX Runtime.
 The weights are Keras's: the mapping is ``frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
 named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that the converted model
 computes what the Keras layers and the reference compute. The model converted is the functional
-``tf_keras.Model`` a user writes around the layers: an ``Input`` for the sequence (batch first, any
-batch size) and one for each initial state the configuration gives, the layers' outputs (the sequence
-or the last output, and the final states with ``return_state``) as its outputs, in that order.
+``tf_keras.Model`` a user writes around the layers (``frameworks.keras_model``), with any batch size.
 
 tf2onnx turns a Keras recurrent layer into one ONNX ``RNN``, ``LSTM`` or ``GRU`` node where it
 recognises the layer's loop (its rewriters), else into a ``Loop``: ``operators`` lists the node types of
@@ -20,26 +18,22 @@ Runtime has no autodiff here).
 
 from __future__ import annotations
 
-import os
-
 from frameworks.base import LayerConfig, Native, import_framework
 from frameworks.keras3 import KERAS_HARD_SIGMOID, TF_KERAS, KerasLayer, system_attributes
-from reference.cells import state_keys
+from frameworks.keras_model import KerasModelExport
 from reference.params import GATED
 
 OPSET = 17  # tf2onnx 1.17's default opset is 15; 17 is within ONNX Runtime's and tf2onnx's ranges
 
 
-class Tf2OnnxConverted(KerasLayer):
+class Tf2OnnxConverted(KerasModelExport):
     """The Keras 2 layers of ``KerasLayer``, in a functional model converted by tf2onnx and run in
     ONNX Runtime."""
 
     dtypes = ("float32",)  # ONNX Runtime's CPU recurrent kernels
 
     def start(self):
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         super().start()
-        self.tf = import_framework("tensorflow", self.name)
         self.tf2onnx = import_framework("tf2onnx", self.name)
         self.ort = import_framework("onnxruntime", self.name)
         self.last_model = None
@@ -57,38 +51,16 @@ class Tf2OnnxConverted(KerasLayer):
         return self.fused.get(g, self.fused.get("*", "Loop"))
 
     def convert(self, native: Native, xs, state, config: LayerConfig, g: str):
-        """The converted ONNX model of the functional model around the layers holding ``native``, its
-        input names and its output names (``KerasLayer._call``'s, in its order)."""
-        keras, tf = self.keras, self.tf
-        dtype, H = self.check_call(native, xs, state, config, g)
-        T, batch, I = xs.shape
-        D, keys = config.num_directions, state_keys(self.family)
-        layers = self._built_layers(native, (batch, T, I), config, H, g, dtype.name)
-        x_in = keras.Input((T, I), dtype=dtype.name, name="x")
-        inputs, specs = [x_in], [tf.TensorSpec((None, T, I), dtype.name, name="x")]
-        states = None
-        if state is not None:
-            states = {key: [] for key in keys}
-            for index in range(config.num_layers * D):
-                for key in keys:
-                    name = f"initial_{key}_{index}"
-                    states[key].append(keras.Input((H,), dtype=dtype.name, name=name))
-                    inputs.append(states[key][-1])
-                    specs.append(tf.TensorSpec((None, H), dtype.name, name=name))
-        outputs = self._call(layers, x_in, None, states, config)
-        model = keras.Model(inputs, list(outputs.values()))
+        """The converted ONNX model of the functional model around the layers holding ``native`` (any
+        batch size), its input names and its output names."""
+        model, specs, output_names = self.functional_model(native, xs, state, config, g)
         proto, _ = self.tf2onnx.convert.from_keras(model, input_signature=specs, opset=OPSET)
         self.last_model = proto
-        return proto, [spec.name for spec in specs], list(outputs)
+        return proto, [spec.name for spec in specs], output_names
 
     def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
         proto, input_names, output_names = self.convert(native, xs, state, config, g)
-        feeds = {"x": xs.transpose(1, 0, 2).copy()}  # batch first
-        if state is not None:
-            D, keys = config.num_directions, state_keys(self.family)
-            for index in range(config.num_layers * D):
-                for key in keys:
-                    feeds[f"initial_{key}_{index}"] = state[key][index].copy()
+        feeds = self.feeds(xs, state, config)
         session = self.ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
         results = session.run(None, {name: feeds[name] for name in input_names})
         return dict(zip(output_names, results))

@@ -38,3 +38,60 @@ def test_tf2onnx_refuses_a_keras_3_model(adapter):
     with pytest.raises(KeyError, match="keras_tensor"):
         adapter.tf2onnx.convert.from_keras(model, input_signature=(tf.TensorSpec((None, 6, 3), tf.float32),),
                                            opset=17)
+
+
+def is_tflite(cls):
+    return cls.__module__ == "frameworks.tflite_export"
+
+
+@pytest.mark.applies_to(lambda cls: is_tflite(cls))
+def test_tflite_emits_the_declared_ops(adapter):
+    """Each activation the system has on its first configuration, and each configuration with its first
+    activation: the converted model's main graph holds one recurrent op, TFLite's fused LSTM kernel where
+    the system declares it (Keras 2's LSTM with its default activations, not go_backwards) or a WHILE
+    loop. A release that fuses more, or less, turns this red."""
+    runs = [(g, adapter.configs[0]) for g in adapter.activations]
+    runs += [(adapter.activations[0], config) for config in adapter.configs[1:]]
+    assert runs
+    for k, (g, config) in enumerate(runs):
+        case = case_of(adapter, 5, 4, 2, 3, 990 + k, config, activation=g)
+        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
+        assert adapter.recurrent_operators() == {adapter.expected_operator(config, g)}, (
+            g, config, adapter.recurrent_operators())
+
+
+@pytest.mark.applies_to(lambda cls: is_tflite(cls) and cls.family == "lstm")
+def test_tflite_refuses_a_free_batch_dimension(adapter):
+    """With the batch dimension free (``None``), TFLite's builtin-ops converter refuses the recurrent layer
+    ("Lowering tensor list ops is failed"), loudly: hence the systems convert a model of the run's batch
+    size. A release that converts it turns this red."""
+    case = case_of(adapter, 5, 4, 2, 3, 995, adapter.configs[0])
+    converter, _ = adapter.converter(adapter.to_native(case.stack("float32"), case.config), case.inputs("float32"),
+                                     case.state("float32"), case.config, adapter.activations[0], batch=None)
+    with pytest.raises(Exception, match="Lowering tensor list ops is failed"):
+        converter.convert()
+
+
+@pytest.mark.applies_to(lambda cls: cls.name == "tflite-keras2-lstm-rnn")
+def test_tflite_keras2_conversion_is_from_keras_models(adapter):
+    """The Keras 2 systems convert the model's call with its weights in a ``tf.Module``; ``from_keras_model``
+    (what users call, 5 times slower: it saves the whole tf_keras object graph first) gives the same ops,
+    the fused LSTM among them, and the same outputs, bit for bit."""
+    import numpy as np
+
+    case = case_of(adapter, 5, 4, 2, 3, 996, adapter.configs[1], activation=adapter.activations[0])
+    native = adapter.to_native(case.stack("float32"), case.config)
+    xs, state = case.inputs("float32"), case.state("float32")
+    ours = adapter.run_native(native, xs, state, case.config, case.activation)
+    ops = adapter.last_operators
+    model, _, output_names = adapter.functional_model(native, xs, state, case.config, case.activation,
+                                                      batch=xs.shape[1])
+    converter = adapter.tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.target_spec.supported_ops = [adapter.tf.lite.OpsSet.TFLITE_BUILTINS]
+    # from_keras_model names the signature's outputs after tf_keras's output_names (the layers'), in order.
+    theirs = adapter.run_flatbuffer(converter.convert(), adapter.feeds(xs, state, case.config), output_names,
+                                    model.output_names)
+    assert adapter.last_operators == ops and "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)

@@ -1,0 +1,129 @@
+"""TFLite: Keras 2 (``tf_keras``) and Keras 3 (tensorflow backend) ``SimpleRNN``, ``LSTM`` and ``GRU``
+layers, stacked and bidirectional, converted by ``tf.lite.TFLiteConverter`` with TFLite's builtin ops
+only, and run in LiteRT's interpreter (``ai_edge_litert``) with its default delegate (XNNPACK).
+
+The weights are Keras's: the mapping is ``frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
+in the functional model a user writes around the layers (``frameworks.keras_model``).
+
+What a user calls, and what it takes (measured with TensorFlow 2.21, tests/equivalence/test_converters.py
+holds each):
+
+- The batch size is fixed in the model: with a free batch dimension the builtin-ops converter refuses
+  every recurrent layer ("Lowering tensor list ops is failed"; the way out it proposes, Select TF ops,
+  needs the Flex delegate, which ``ai_edge_litert`` does not ship). A test checks the refusal.
+- Keras 3: ``TFLiteConverter.from_keras_model(model)``; every layer becomes a ``WHILE`` loop.
+- Keras 2: ``TFLiteConverter.from_concrete_functions([model's call], holder)`` with the weights in a
+  ``tf.Module`` (``holder``), which is what ``from_keras_model`` does, minus saving every function of
+  the whole ``tf_keras`` object graph first (6 s a layer and direction here, against under 1 s); the same
+  ops come out and compute the same outputs (a test compares the two paths). Keras 2's LSTM becomes
+  TFLite's fused ``UNIDIRECTIONAL_SEQUENCE_LSTM`` kernel with its default activations (other activations,
+  or ``go_backwards``: a ``WHILE`` loop), its GRU and SimpleRNN a ``WHILE`` loop.
+
+``operators`` lists the op types of the last converted model's main graph; the fused op or ``WHILE``
+each system declares (``fused``) is checked there. float32 only (the interpreter's kernels); no padded
+batches or chunked runs (the mask and the returned states are Keras's own, checked on the Keras systems);
+no gradients (no autodiff in the interpreter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from frameworks.base import LayerConfig, Native, import_framework
+from frameworks.keras3 import KERAS_TF, TF_KERAS, KerasLayer, system_attributes
+from frameworks.keras_model import KerasModelExport
+from reference.params import GATED
+
+FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+
+
+class TfLiteConverted(KerasModelExport):
+    """The Keras layers of ``KerasLayer``, in a functional model of the run's batch size, converted to a
+    TFLite flatbuffer and run in LiteRT's interpreter."""
+
+    dtypes = ("float32",)  # TFLite's float kernels
+
+    def start(self):
+        super().start()
+        self.litert = import_framework("ai_edge_litert.interpreter", self.name)
+        self.last_operators: set[str] = set()
+
+    def describe(self) -> str:
+        how = "from_keras_model" if self.module == "keras" else "from_concrete_functions"
+        return f"TFLiteConverter.{how}({self.cell}) in LiteRT"
+
+    fused = "WHILE"  # the op the layer becomes with its default activations: WHILE, or TFLite's fused kernel
+
+    def expected_operator(self, config: LayerConfig, g: str) -> str:
+        """The op the layers of ``config`` with activations ``g`` become: the declared one for the default
+        activations; other activations, or ``go_backwards``, a WHILE loop (measured: tf_keras marks its
+        LSTM's loop as fusable only then)."""
+        return self.fused if g == GATED and not config.option("go_backwards") else "WHILE"
+
+    def recurrent_operators(self) -> set[str]:
+        """The recurrent op types of the last converted model's main graph: the fused kernel or WHILE."""
+        return self.last_operators & {"WHILE", FUSED_LSTM, "UNIDIRECTIONAL_SEQUENCE_RNN",
+                                      "BIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_RNN"}
+
+    def converter(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None):
+        """TFLite's converter of the model around the layers holding ``native``, builtin ops only, and the
+        model's output names."""
+        tf = self.tf
+        model, specs, output_names = self.functional_model(native, xs, state, config, g, batch=batch)
+        if self.module == "keras":
+            converter = tf.lite.TFLiteConverter.from_keras_model(model)
+        else:
+            call = tf.function(lambda *tensors: model(list(tensors))).get_concrete_function(*specs)
+            holder = tf.Module()
+            holder.weights = list(model.weights)  # what from_keras_model saves, without the layers' functions
+            converter = tf.lite.TFLiteConverter.from_concrete_functions([call], holder)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        return converter, output_names
+
+    def run_flatbuffer(self, flatbuffer: bytes, feeds: dict, output_names: list[str],
+                       signature_outputs: list[str] | None = None) -> dict:
+        """Run a converted model in LiteRT's interpreter (default delegate) by its signature's names:
+        ``signature_outputs`` in the model's order (output_0, output_1, ... unless given)."""
+        interpreter = self.litert.Interpreter(model_content=flatbuffer)
+        self.last_operators = {op["op_name"] for op in interpreter._get_ops_details()}
+        results = interpreter.get_signature_runner()(**feeds)
+        signature_outputs = signature_outputs or [f"output_{i}" for i in range(len(output_names))]
+        return {name: results[key] for name, key in zip(output_names, signature_outputs, strict=True)}
+
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+        converter, output_names = self.converter(native, xs, state, config, g, batch=xs.shape[1])
+        with contextlib.redirect_stdout(io.StringIO()):  # Keras 3's export prints its endpoints
+            flatbuffer = converter.convert()
+        return self.run_flatbuffer(flatbuffer, self.feeds(xs, state, config), output_names)
+
+
+RNN, LSTM, GRU, GRU_BEFORE = ("rnn", ""), ("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")
+# Every TFLite system: (name, the Keras it converts, the layer), each name written once.
+TFLITE_SYSTEMS = (
+    ("tflite-keras2-rnn", TF_KERAS, RNN), ("tflite-keras2-lstm-rnn", TF_KERAS, LSTM),
+    ("tflite-keras2-gru-rnn", TF_KERAS, GRU), ("tflite-keras2-gru-reset-before-rnn", TF_KERAS, GRU_BEFORE),
+    ("tflite-keras-tf-rnn", KERAS_TF, RNN), ("tflite-keras-tf-lstm-rnn", KERAS_TF, LSTM),
+    ("tflite-keras-tf-gru-rnn", KERAS_TF, GRU), ("tflite-keras-tf-gru-reset-before-rnn", KERAS_TF, GRU_BEFORE),
+)
+
+
+def _tflite_system(name: str, implementation: tuple, member: tuple) -> type:
+    family, variant = member
+    keras2 = implementation == TF_KERAS
+    source = name.replace("tflite-keras2", "tf-keras") if keras2 else name.replace("tflite-", "")
+    attributes = system_attributes(source, KerasLayer, implementation, member)  # checks the name's layer
+    attributes.update({
+        "name": name, "__module__": __name__,
+        "distributions": attributes["distributions"] + ("ai-edge-litert",),
+        "requires": attributes["requires"] + ("ai_edge_litert",),
+        "compare_with": source if family == "rnn" else None,
+        "fused": FUSED_LSTM if (keras2 and family == "lstm") else "WHILE",
+        # No padded or chunked runs, no autodiff (the module's docstring): the Keras layers' own, undone.
+        "padded_configs": (), "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
+    })
+    return type(name.replace("-", "_"), (TfLiteConverted,), attributes)
+
+
+for _row in TFLITE_SYSTEMS:
+    _tflite_system(*_row)
