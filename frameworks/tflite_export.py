@@ -10,7 +10,7 @@ holds each):
 
 - The batch size is fixed in the model: with a free batch dimension the builtin-ops converter refuses
   every recurrent layer ("Lowering tensor list ops is failed"; the way out it proposes, Select TF ops,
-  needs the Flex delegate, which ``ai_edge_litert`` does not ship). A test checks the refusal.
+  needs the Flex delegate, which ``ai_edge_litert``'s interpreter does not link). A test checks the refusal.
 - Keras 3: ``TFLiteConverter.from_keras_model(model)``; every layer becomes a ``WHILE`` loop.
 - Keras 2: ``TFLiteConverter.from_concrete_functions([model's call], holder)`` with the weights in a
   ``tf.Module`` (``holder``), which is what ``from_keras_model`` does, minus saving every function of
