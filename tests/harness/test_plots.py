@@ -30,3 +30,17 @@ def test_the_plots_are_written(tmp_path):
     for name in ("verdict-matrix.svg", "ratios.svg"):
         text = (tmp_path / name).read_text()
         assert text.startswith("<?xml") and "<svg" in text
+
+
+def test_the_error_stays_under_the_bound_at_every_step_and_a_wrong_mapping_leaves_it():
+    """The error-vs-step plot's figures (``harness.trace_plot``, nn.LSTM in float32): under the bound at
+    every step of a 60-step sequence; with the input bias doubled (a wrong mapping), above it."""
+    import numpy as np
+
+    from harness.trace_plot import error_and_bound_by_step
+
+    error, bound = error_and_bound_by_step(steps=60)
+    assert error.shape == bound.shape == (60,) and (bound > 0).all()
+    assert (error <= bound).all(), np.flatnonzero(error > bound)
+    wrong, _ = error_and_bound_by_step(steps=60, mutate=lambda stack: stack.map(lambda p: p.replace(b_x=2 * p.b_x)))
+    assert (wrong > bound).any()
