@@ -92,7 +92,7 @@ def test_one_adam_step_matches_reference_step(adapter, activation_spec, dtype, c
     framework that computes a float64 run in float32 (Keras on jax and torch) may still take the
     float64 step within the bound, and a strict expected failure would pass. Where such a bug is
     known, the SGD step holds it as a strict expected failure, and this one is not generated (the
-    README's known differences say so)."""
+    docs/FINDINGS.md's known differences say so)."""
     check_step(adapter, case, dtype, OPTIMIZERS["adam"], record)
 
 

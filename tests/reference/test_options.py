@@ -26,7 +26,7 @@ from reference.gated import lstm_step
 from reference.params import GATED, CellParams
 from reference.stack import run_stack
 
-# Every activation spec and options set some framework computes (README: "LSTM and GRU options").
+# Every activation spec and options set some framework computes (docs/MAPPING.md: "LSTM and GRU options").
 ACTIVATIONS = {
     "rnn": ("hard_sigmoid_0.2", "hard_sigmoid_relu6"),
     "lstm": ("hard_sigmoid_0.2,tanh,tanh", "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu", "sigmoid,tanh,relu"),
