@@ -97,3 +97,23 @@ def jax(session, jax):
 def matrix(session):
     """Merge every entry's session.json and report into docs/MATRIX.md."""
     session.run(sys.executable, "-m", "harness.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"))
+
+
+# --- tools that cannot live in the main environment (Adapter.environment) -------------------------------
+ENVIRONMENTS = ROOT / "docs" / "environments"
+# onnx2tf pins exact numpy, onnx, onnxruntime and ai-edge-litert versions and needs Python 3.12 (its 2.x
+# releases): its systems (frameworks/onnx2tf_export.py) run here, their report in docs/environments/onnx2tf.
+ONNX2TF = "onnx2tf==2.6.9"
+TEST_TOOLS = ("pytest-xdist>=3.5", "hypothesis>=6.100", "allpairspy>=2.5", "jsonschema>=4.18")
+
+
+@nox.session(python="3.12", default=False)
+def onnx2tf(session):
+    """The onnx2tf systems, at full depth, in onnx2tf's own environment: the report the committed one links."""
+    session.install(ONNX2TF)  # its pins first; the suite itself needs nothing they do not satisfy
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS)
+    session.run("python", "-c", "import onnx2tf, ai_edge_litert, onnx", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('onnx2tf')}", f"--equivalence-report={ENVIRONMENTS / 'onnx2tf'}", *SUITE,
+                env={"CI": "true", "KERAS_BACKEND": "tensorflow"})

@@ -85,6 +85,10 @@ class Adapter(TestPlan, Mapping):
     # Environment the framework must be imported under (Keras's backend); where this
     # process differs, frameworks.load runs the framework in a child process.
     process_env: dict[str, str] = {}
+    # The environment the system's tool lives in, where it cannot be installed beside the others: the name
+    # of its nox session (noxfile.py). "" for the main environment. A run that does not name such a system
+    # leaves it out (harness.selection), and the report says where it runs.
+    environment: str = ""
     # Padded batches (reference.padding): the sides of padding the system takes (``TestPlan.padded_configs``
     # says in which configurations it is compared), and its name for the lengths.
     padding_sides: tuple[str, ...] = ("post",)

@@ -34,6 +34,8 @@ class TestPlan:
     # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
     max_steps: int | None = None
     compare_with: str | None = None  # an exported model: the system it was exported from
+    # Cases with an initial state given and omitted (harness.cases); (False,): a system that refuses one.
+    initial_states: tuple[bool, ...] = (True, False)
     # Padded batches: the configurations the system is compared on with mixed lengths (with the
     # system's own options, e.g. ("enforce_sorted", False)). A system with none refuses a padded batch.
     padded_configs: tuple[LayerConfig, ...] = ()

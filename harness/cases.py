@@ -166,7 +166,8 @@ def factors(adapter, depth: str = "full") -> dict[str, tuple]:
     configs = tuple(dict.fromkeys(replace(c, initial_state=True) for c in adapter.configs))
     levels = {"activation": tuple(adapter.activations), "options": tuple(adapter.options), "config": configs,
               "shape": SHAPES, "batch": BATCHES,
-              "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)), "initial_state": INITIAL_STATE}
+              "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)),
+              "initial_state": tuple(s for s in INITIAL_STATE if s in adapter.initial_states)}
     return levels if depth == "full" else {**levels, "dtype": tuple(adapter.dtypes)}
 
 

@@ -16,10 +16,11 @@ from pathlib import Path
 
 from frameworks import adapter_class
 from frameworks.base import distribution_version
+from harness.selection import elsewhere
 from harness.summary import RUN_KINDS
 
 SCHEMA_VERSION = 6  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
-# 5: levels (by activation and options set); 6: gradients, optimizer
+# 5: levels (by activation and options set); 6: gradients, optimizer (and, optional, elsewhere)
 
 
 def cpu_name() -> str:
@@ -86,6 +87,7 @@ def build(summary, names, command: str | None = None, env: dict | None = None) -
         "environment": env or environment(names),
         "outcomes": dict(summary.outcomes),
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
+        "elsewhere": elsewhere(names),
     }
 
 
@@ -108,6 +110,9 @@ def markdown(report: dict) -> str:
         f"KERAS_BACKEND={env['keras_backend']}", "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()), "",
         "Tests: " + ", ".join(f"{n} {k}" for k, n in report["outcomes"].items() if n), "",
+        *[f"Run in an environment of their own (nox session `{session}`), not here: {', '.join(names)}; their "
+          f"report: docs/environments/{session}/EQUIVALENCE.md." for session, names in report.get("elsewhere", {}).items()],
+        *([""] if report.get("elsewhere") else []),
         "Each case compares hidden states with a float64 NumPy reference; `err/bound` is the largest "
         "error as a fraction of the rounding-error bound of harness/tolerance.py (equivalent when <= 1).", "",
         "Cases an upstream bug breaks are run and measured too (strict expected failures): their count is "

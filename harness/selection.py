@@ -39,7 +39,9 @@ def select(option: str | None, environ) -> Selection:
     value = option if option is not None else environ.get(variable)
     ci = is_ci(environ)
     if value is None or value.strip() in ("", "all"):
-        return Selection(tuple(ADAPTERS), explicit=False, ci=ci)
+        # The systems whose tool lives in an environment of its own (``Adapter.environment``, a nox
+        # session) run there, named; a run that does not name them leaves them out (``elsewhere``).
+        return Selection(tuple(n for n in ADAPTERS if not adapter_class(n).environment), explicit=False, ci=ci)
     names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     unknown = [n for n in names if n not in ADAPTERS]
     if unknown:
@@ -49,6 +51,15 @@ def select(option: str | None, environ) -> Selection:
             f"valid names: {', '.join(ADAPTERS)} (comma-separated, or 'all')"
         )
     return Selection(names, explicit=True, ci=ci)
+
+
+def elsewhere(names) -> dict[str, list[str]]:
+    """The systems a run of ``names`` leaves to their own environments: {nox session: [systems]}."""
+    left: dict[str, list[str]] = {}
+    for name in ADAPTERS:
+        if name not in names and adapter_class(name).environment:
+            left.setdefault(adapter_class(name).environment, []).append(name)
+    return left
 
 
 def uninstalled_modules(names) -> list[tuple[str, str]]:

@@ -213,6 +213,10 @@ class Summary:
                    "dtype; * known issues.")
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
         _wrap(write_line, "Versions: " + ", ".join(versions))
+        from harness.selection import elsewhere
+
+        for session, names in elsewhere(self.names).items():
+            _wrap(write_line, f"Not in this run, in their own environment (nox -s {session}): {', '.join(names)}")
         groups: dict[str, dict[str, list]] = {}
         for row in self.systems.values():
             groups.setdefault(framework_of(row.system), {}).setdefault(row.family or "?", []).append(row)

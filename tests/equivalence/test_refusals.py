@@ -72,6 +72,7 @@ def test_wrong_input_size_names_the_input_kernel(adapter):
         run_native(adapter, case, xs=case.inputs("float32")[..., :-1])
 
 
+@pytest.mark.applies_to(lambda cls: True in cls.initial_states)
 def test_wrong_state_width_names_the_state_not_a_weight(adapter):
     """The hidden size is read from the weights, so a state of the wrong width is blamed itself."""
     case = case_with_state(adapter)
@@ -82,6 +83,7 @@ def test_wrong_state_width_names_the_state_not_a_weight(adapter):
         run_native(adapter, case, state=state)
 
 
+@pytest.mark.applies_to(lambda cls: True in cls.initial_states)
 def test_state_batch_mismatch_is_refused(adapter):
     case = case_with_state(adapter)
     state = {key: np.concatenate([value, value[:, :1]], axis=1) for key, value in case.state("float32").items()}
@@ -89,6 +91,7 @@ def test_state_batch_mismatch_is_refused(adapter):
         run_native(adapter, case, state=state)
 
 
+@pytest.mark.applies_to(lambda cls: True in cls.initial_states)
 def test_unknown_state_is_refused(adapter):
     case = case_with_state(adapter)
     state = {**case.state("float32"), "m": case.state("float32")["h"]}

@@ -10,19 +10,34 @@ from pathlib import Path
 
 import pytest
 
-from frameworks import ADAPTERS
+from frameworks import ADAPTERS, adapter_class
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "equivalence.json"
+MAIN = {name for name in ADAPTERS if not adapter_class(name).environment}
+ELSEWHERE = {}  # nox session -> its systems (Adapter.environment): reported in docs/environments/<session>/
+for _name in sorted(set(ADAPTERS) - MAIN):
+    ELSEWHERE.setdefault(adapter_class(_name).environment, set()).add(_name)
 
 
 def test_committed_report_lists_every_system():
     report = json.loads(REPORT.read_text())
     listed = {s["system"] for s in report["systems"]}
-    missing, extra = set(ADAPTERS) - listed, listed - set(ADAPTERS)
+    missing, extra = MAIN - listed, listed - MAIN
     assert not missing and not extra, (
         f"docs/equivalence.json is stale: missing {sorted(missing)}, no longer tested {sorted(extra)}; "
         "regenerate with: CI=true pytest -n auto --depth=full --equivalence-report=docs tests/reference tests/equivalence")
+    assert {session: sorted(names) for session, names in ELSEWHERE.items()} == report.get("elsewhere", {})
+
+
+@pytest.mark.parametrize("session", sorted(ELSEWHERE))
+def test_each_environment_of_its_own_has_its_full_report(session):
+    """The systems of a tool that lives in its own environment (a nox session): its committed report lists
+    every one of them, at full depth, and names the tool's version."""
+    report = json.loads((ROOT / "docs" / "environments" / session / "equivalence.json").read_text())
+    assert report["depth"] == "full"
+    assert {s["system"] for s in report["systems"]} == ELSEWHERE[session]
+    assert all(s["versions"] for s in report["systems"])
 
 
 def test_committed_report_is_valid_and_all_verdicts_are_explained():

@@ -2,13 +2,21 @@
 
 import pytest
 
-from frameworks import ADAPTERS
+from frameworks import ADAPTERS, adapter_class
 from harness import selection
 
 
 def test_default_is_every_framework_and_not_explicit():
+    """Every system of the main environment; those of a tool in its own (a nox session) left to it."""
     chosen = selection.select(None, {})
-    assert chosen.names == tuple(ADAPTERS) and not chosen.explicit and not chosen.missing_is_error
+    own = tuple(n for n in ADAPTERS if adapter_class(n).environment)
+    assert own and chosen.names == tuple(n for n in ADAPTERS if n not in own)
+    assert not chosen.explicit and not chosen.missing_is_error
+    assert selection.elsewhere(chosen.names) == {"onnx2tf": list(own)}
+
+
+def test_a_system_of_another_environment_runs_when_named():
+    assert selection.select("onnx2tf-lstm", {}).names == ("onnx2tf-lstm",)
 
 
 def test_option_wins_over_environment_and_is_explicit():
