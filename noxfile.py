@@ -115,5 +115,5 @@ def onnx2tf(session):
     session.install(*TEST_TOOLS)
     session.run("python", "-c", "import onnx2tf, ai_edge_litert, onnx", silent=True)
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
-                f"--systems={systems('onnx2tf')}", f"--equivalence-report={ENVIRONMENTS / 'onnx2tf'}", *SUITE,
+                f"--systems={systems('onnx2tf')}", f"--equivalence-report={(ENVIRONMENTS / 'onnx2tf').relative_to(ROOT)}", *SUITE,
                 env={"CI": "true", "KERAS_BACKEND": "tensorflow"})
