@@ -74,8 +74,8 @@ QUESTIONS = (
               ("torch-lstm-rnn", "torch-onnx-legacy-lstm"), ("tf-keras-rnn", "tf2onnx-keras2-rnn"))),
     Question("tflite", "Does my Keras model still compute the same after TFLite conversion (`TFLiteConverter`, run in "
              "LiteRT)?",
-             (("tf-keras-lstm-rnn", "tflite-keras2-lstm-rnn"), ("keras-tf-lstm-rnn", "tflite-keras-tf-lstm-rnn"),
-              ("keras-tf-gru-rnn", "tflite-keras-tf-gru-rnn"), ("tf-keras-rnn", "tflite-keras2-rnn"))),
+             (("tf-keras-rnn", "tflite-keras2-rnn"), ("keras-tf-lstm-rnn", "tflite-keras2-lstm-rnn"),
+              ("keras-tf-lstm-rnn", "tflite-keras-tf-lstm-rnn"), ("keras-tf-gru-rnn", "tflite-keras-tf-gru-rnn"))),
     Question("runtimes", "Do ONNX Runtime, OpenVINO and `onnx.reference` compute the same ONNX node?",
              (("onnx-ort", "onnx-openvino"), ("onnx-ort-lstm", "onnx-openvino-lstm"),
               ("onnx-ort-gru", "onnx-openvino-gru"), ("onnx-ort", "onnx-reference")),
