@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from frameworks.base import LayerConfig, Native, import_framework
+from frameworks.base import LayerConfig, Native, distribution_version, import_framework
 from frameworks.keras3 import KerasLayer
 from reference.cells import state_keys
 
@@ -23,6 +23,10 @@ class KerasModelExport(KerasLayer):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         super().start()
         self.tf = import_framework("tensorflow", self.name)
+
+    def versions(self) -> dict[str, str]:
+        """The Keras and its backend (``KerasFamily``), and the converter and runtime that ran the model."""
+        return {**super().versions(), **{d: distribution_version(d) for d in self.distributions}}
 
     def input_names(self, state, config: LayerConfig) -> list[str]:
         """The model's inputs, in order: ``x``, then the initial states (layer-major, direction, key)."""
