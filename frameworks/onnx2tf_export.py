@@ -5,8 +5,8 @@ the same mapping), converted to TFLite by ``onnx2tf.convert`` and run in LiteRT'
 onnx2tf pins exact versions of numpy, onnx, onnxruntime and ai-edge-litert, and its releases since 2.0
 need Python 3.12: it cannot live in the suite's main environment. Its systems run in their own, made by
 the nox session ``onnx2tf`` (noxfile.py), and are left out of a run that does not name them: a main run
-does not generate them and its report says why (``environment``). Their rows join the committed report
-with their own versions (``python -m harness.environments add``).
+does not generate them, and its summary and report name them and the session (``elsewhere``). Their own
+full-depth report, with their versions, is committed beside the main one: docs/environments/onnx2tf/.
 
 onnx2tf 2.x writes the flatbuffer directly (no TensorFlow), keeping the ONNX inputs' and outputs' names
 and shapes; ``last_operators`` holds the op types of the converted model's main graph (``OPERATORS``).

@@ -7,7 +7,7 @@ computes what the Keras layers and the reference compute. The model converted is
 ``tf_keras.Model`` a user writes around the layers (``frameworks.keras_model``), with any batch size.
 
 tf2onnx turns a Keras recurrent layer into one ONNX ``RNN``, ``LSTM`` or ``GRU`` node where it
-recognises the layer's loop (its rewriters), else into a ``Loop``: ``operators`` lists the node types of
+recognises the layer's loop (its rewriters), else into a ``Loop``: ``recurrent_operators()`` lists the node types of
 the last conversion, and tests/equivalence/test_converters.py records which. tf2onnx 1.17 cannot convert
 a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too.
 
@@ -19,7 +19,7 @@ Runtime has no autodiff here).
 from __future__ import annotations
 
 from frameworks.base import LayerConfig, Native, import_framework
-from frameworks.keras3 import KERAS_HARD_SIGMOID, TF_KERAS, KerasLayer, system_attributes
+from frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
 from frameworks.keras_model import KerasModelExport
 from reference.params import GATED
 
@@ -85,7 +85,6 @@ def _tf2onnx_system(name: str, member: tuple) -> type:
     if name != said:
         raise TypeError(f"tf2onnx system {name!r}: its row describes {said!r}")
     attributes = system_attributes(source, KerasLayer, TF_KERAS, member)
-    hard = KERAS_HARD_SIGMOID["tf_keras"]
     attributes.update({
         "name": name, "__module__": __name__,
         "distributions": ("tf2onnx", "tf_keras", "tensorflow", "onnxruntime"),

@@ -19,7 +19,7 @@ holds each):
   TFLite's fused ``UNIDIRECTIONAL_SEQUENCE_LSTM`` kernel with its default activations (other activations,
   or ``go_backwards``: a ``WHILE`` loop), its GRU and SimpleRNN a ``WHILE`` loop.
 
-``operators`` lists the op types of the last converted model's main graph; the fused op or ``WHILE``
+``recurrent_operators()`` lists the recurrent op types of the last converted model's main graph; the fused op or ``WHILE``
 each system declares (``fused``) is checked there. float32 only (the interpreter's kernels); no padded
 batches or chunked runs (the mask and the returned states are Keras's own, checked on the Keras systems);
 no gradients (no autodiff in the interpreter).
