@@ -31,7 +31,7 @@ import contextlib
 import io
 
 from frameworks.base import LayerConfig, Native, import_framework
-from frameworks.keras3 import KERAS_TF, TF_KERAS, KerasLayer, system_attributes
+from frameworks.keras3 import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
 from frameworks.keras_model import KerasModelExport
 from reference.params import GATED
 
@@ -98,7 +98,6 @@ class TfLiteConverted(KerasModelExport):
         return self.run_flatbuffer(flatbuffer, self.feeds(xs, state, config), output_names)
 
 
-RNN, LSTM, GRU, GRU_BEFORE = ("rnn", ""), ("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")
 # Every TFLite system: (name, the Keras it converts, the layer), each name written once.
 TFLITE_SYSTEMS = (
     ("tflite-keras2-rnn", TF_KERAS, RNN), ("tflite-keras2-lstm-rnn", TF_KERAS, LSTM),
