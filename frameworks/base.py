@@ -147,11 +147,16 @@ class Adapter(TestPlan, Mapping):
 
     def compile_key(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
         """What a compiled run's trace depends on besides its arguments' values (``frameworks.autodiff.
-        JaxVjp``): None where the run is eager. The padding's pattern is part of it (a mask is a
-        constant of the trace), and so are the activations a gated cell is given for ``g`` (the
-        functions or names of ``activation_arguments``, which a test may exchange)."""
+        JaxVjp``): ``structure_key``; None where the run is eager."""
         if not (self.compiles and self.compiled):
             return None
+        return self.structure_key(native, xs, state, config, g, padding)
+
+    def structure_key(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> tuple:
+        """What the framework objects of a run depend on besides the weights' and inputs' values: the
+        system, configuration, activations, dtype, the shapes of inputs, state and weights. The padding's
+        pattern is part of it (a mask is a constant of a trace), and so are the activations a gated cell
+        is given for ``g`` (the functions or names of ``activation_arguments``, which a test may exchange)."""
         mask = None if padding is None else np.asarray(padding.mask(xs.shape[0]) if hasattr(padding, "mask")
                                                         else padding, bool)
         activations = tuple((self.activation_arguments(g) or {}).items()) if self.family != "rnn" else ()
@@ -160,17 +165,20 @@ class Adapter(TestPlan, Mapping):
                 tuple(sorted((name, np.shape(value)) for name, value in native.items())),
                 None if mask is None else (mask.shape, mask.tobytes()))
 
+    BUILT_CACHE_SIZE = 1024  # built objects kept per adapter, the least recently used dropped
+
     def built_once(self, key, build):
-        """``build()`` (the framework's objects and the functions running them), once per compile key
-        (``compile_key``), so that what was compiled for that key (``frameworks.autodiff.JaxVjp``, a
-        jitted step) is reused; every time where the key is None (an eager run). The least recently
-        used are dropped past ``JaxVjp.CACHE_SIZE``."""
+        """``build()`` (the framework's objects and the functions running them), once per key
+        (``compile_key``, or ``structure_key`` where what is reused is not compiled), so that what was
+        built or compiled for that key (``frameworks.autodiff.JaxVjp``, a jitted step, a converter's
+        traced model) is reused; every time where the key is None (an eager run). The least recently
+        used are dropped past ``BUILT_CACHE_SIZE``."""
         if key is None:
             return build()
         built = self.__dict__.setdefault("_built", OrderedDict())
         if key not in built:
             built[key] = build()
-            while len(built) > self.autodiff_runtime.CACHE_SIZE:
+            while len(built) > self.BUILT_CACHE_SIZE:
                 built.popitem(last=False)
         built.move_to_end(key)
         return built[key]

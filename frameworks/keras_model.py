@@ -10,10 +10,24 @@ sequence or the last output, then the final states with ``return_state``) as the
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from frameworks.base import LayerConfig, Native, distribution_version, import_framework
+from frameworks.converted import weights_digests
 from frameworks.keras3 import KerasLayer
 from reference.cells import state_keys
+
+
+@dataclass
+class BuiltModel:
+    """A functional model, its variables by native name, its inputs' specs and its outputs' names; what a
+    converter traced of it (``traced``), kept with it."""
+
+    model: object
+    variables: dict
+    specs: list
+    output_names: list[str]
+    traced: dict = field(default_factory=dict)
 
 
 class KerasModelExport(KerasLayer):
@@ -37,7 +51,22 @@ class KerasModelExport(KerasLayer):
 
     def functional_model(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None = None):
         """The model holding ``native``, the ``tf.TensorSpec`` of each input (``batch`` None: any batch
-        size) and the names of its outputs."""
+        size) and the names of its outputs. Built once per structure and batch (``structure_key``), the
+        weights of ``native`` assigned to its variables every time: a converter reads the values the
+        variables hold when it converts (a test converts one model with two sets of weights)."""
+        self.check_call(native, xs, state, config, g)
+        built = self.built_model(native, xs, state, config, g, batch)
+        for name, variable in built.variables.items():
+            variable.assign(native[name])
+        return built.model, built.specs, built.output_names
+
+    def built_model(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> "BuiltModel":
+        """The model of ``functional_model`` for the structure of this run, built on first use; what a
+        converter traces of it may be kept in its ``traced``."""
+        key = ("model", batch, self.structure_key(native, xs, state, config, g))
+        return self.built_once(key, lambda: self._build_model(native, xs, state, config, g, batch))
+
+    def _build_model(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> "BuiltModel":
         keras, tf = self.keras, self.tf
         dtype, H = self.check_call(native, xs, state, config, g)
         T, run_batch, I = xs.shape
@@ -55,7 +84,22 @@ class KerasModelExport(KerasLayer):
                 for key in keys:
                     states[key].append(next(tensors))
         outputs = self._call(layers, inputs[0], None, states, config)
-        return keras.Model(inputs, list(outputs.values())), specs, list(outputs)
+        assert list(outputs) == self.output_names(config), (list(outputs), self.output_names(config))
+        return BuiltModel(keras.Model(inputs, list(outputs.values())), self._variables(layers, config), specs,
+                          list(outputs))
+
+    def output_names(self, config: LayerConfig) -> list[str]:
+        """The model's outputs, in order, as ``KerasLayer._call`` names them: each layer's final states
+        (``return_state``: direction, then key), then the output (checked at every build)."""
+        keys = state_keys(self.family)
+        names = [self._state_key(k, d, key) for k in range(config.num_layers) for d in range(config.num_directions)
+                 for key in keys] if config.option("return_state") else []
+        return names + ["output"]
+
+    def conversion_key(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> tuple:
+        """What the converted model depends on (``frameworks.converted``): the structure, the batch the
+        model fixes (None: any) and the weights' values."""
+        return (repr(self.structure_key(native, xs, state, config, g)), batch, weights_digests(native))
 
     def feeds(self, xs, state, config: LayerConfig) -> dict:
         """The model's inputs by name, from a time-major run's inputs (the model is batch first)."""

@@ -19,6 +19,7 @@ Runtime has no autodiff here).
 from __future__ import annotations
 
 from frameworks.base import LayerConfig, Native, import_framework
+from frameworks.converted import converted_once
 from frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
 from frameworks.keras_model import KerasModelExport
 from reference.params import GATED
@@ -36,7 +37,8 @@ class Tf2OnnxConverted(KerasModelExport):
         super().start()
         self.tf2onnx = import_framework("tf2onnx", self.name)
         self.ort = import_framework("onnxruntime", self.name)
-        self.last_model = None
+        self.onnx = import_framework("onnx", self.name)
+        self.last_model = None  # the ONNX model of the last run (a ModelProto)
 
     def describe(self) -> str:
         return f"tf2onnx.convert.from_keras({self.cell}) in ONNX Runtime"
@@ -50,20 +52,25 @@ class Tf2OnnxConverted(KerasModelExport):
     def expected_operator(self, g: str) -> str:
         return self.fused.get(g, self.fused.get("*", "Loop"))
 
-    def convert(self, native: Native, xs, state, config: LayerConfig, g: str):
-        """The converted ONNX model of the functional model around the layers holding ``native`` (any
-        batch size), its input names and its output names."""
-        model, specs, output_names = self.functional_model(native, xs, state, config, g)
-        proto, _ = self.tf2onnx.convert.from_keras(model, input_signature=specs, opset=OPSET)
-        self.last_model = proto
-        return proto, [spec.name for spec in specs], output_names
+    def convert(self, native: Native, xs, state, config: LayerConfig, g: str) -> bytes:
+        """The serialized ONNX model tf2onnx converts of the functional model around the layers holding
+        ``native`` (any batch size), once per model (``frameworks.converted``)."""
+        def convert() -> bytes:
+            model, specs, _ = self.functional_model(native, xs, state, config, g)
+            proto, _ = self.tf2onnx.convert.from_keras(model, input_signature=specs, opset=OPSET)
+            return proto.SerializeToString()
+
+        self.check_call(native, xs, state, config, g)
+        data = converted_once(self, self.conversion_key(native, xs, state, config, g, None), convert)
+        self.last_model = self.onnx.load_from_string(data)
+        return data
 
     def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
-        proto, input_names, output_names = self.convert(native, xs, state, config, g)
+        data = self.convert(native, xs, state, config, g)
         feeds = self.feeds(xs, state, config)
-        session = self.ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        results = session.run(None, {name: feeds[name] for name in input_names})
-        return dict(zip(output_names, results))
+        session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        results = session.run(None, {name: feeds[name] for name in self.input_names(state, config)})
+        return dict(zip(self.output_names(config), results, strict=True))
 
 
 # What tf2onnx 1.17 makes of each layer (measured, tests/equivalence/test_converters.py checks it on every

@@ -17,7 +17,7 @@ holds each):
   the whole ``tf_keras`` object graph first (6 s a layer and direction here, against under 1 s); the same
   ops come out and compute the same outputs (a test compares the two paths). Keras 2's LSTM becomes
   TFLite's fused ``UNIDIRECTIONAL_SEQUENCE_LSTM`` kernel with its default activations (other activations,
-  or ``go_backwards``: a ``WHILE`` loop), its GRU and SimpleRNN a ``WHILE`` loop.
+  ``go_backwards`` or ``return_state``: a ``WHILE`` loop), its GRU and SimpleRNN a ``WHILE`` loop.
 
 ``recurrent_operators()`` lists the recurrent op types of the last converted model's main graph; the fused op or ``WHILE``
 each system declares (``fused``) is checked there. float32 only (the interpreter's kernels); no padded
@@ -31,6 +31,7 @@ import contextlib
 import io
 
 from frameworks.base import LayerConfig, Native, import_framework
+from frameworks.converted import converted_once
 from frameworks.keras3 import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
 from frameworks.keras_model import KerasModelExport
 from reference.params import GATED
@@ -57,9 +58,10 @@ class TfLiteConverted(KerasModelExport):
 
     def expected_operator(self, config: LayerConfig, g: str) -> str:
         """The op the layers of ``config`` with activations ``g`` become: the declared one for the default
-        activations; other activations, or ``go_backwards``, a WHILE loop (measured: tf_keras marks its
-        LSTM's loop as fusable only then)."""
-        return self.fused if g == GATED and not config.option("go_backwards") else "WHILE"
+        activations; other activations, ``go_backwards`` or ``return_state``, a WHILE loop (measured:
+        tf_keras marks its LSTM's loop as fusable only then)."""
+        fusable = g == GATED and not config.option("go_backwards") and not config.option("return_state")
+        return self.fused if fusable else "WHILE"
 
     def recurrent_operators(self) -> set[str]:
         """The recurrent op types of the last converted model's main graph: the fused kernel or WHILE."""
@@ -74,10 +76,13 @@ class TfLiteConverted(KerasModelExport):
         if self.module == "keras":
             converter = tf.lite.TFLiteConverter.from_keras_model(model)
         else:
-            call = tf.function(lambda *tensors: model(list(tensors))).get_concrete_function(*specs)
+            # The call traced once per model (its variables are read when the converter freezes them).
+            traced = self.built_model(native, xs, state, config, g, batch).traced
+            if "call" not in traced:
+                traced["call"] = tf.function(lambda *tensors: model(list(tensors))).get_concrete_function(*specs)
             holder = tf.Module()
             holder.weights = list(model.weights)  # what from_keras_model saves, without the layers' functions
-            converter = tf.lite.TFLiteConverter.from_concrete_functions([call], holder)
+            converter = tf.lite.TFLiteConverter.from_concrete_functions([traced["call"]], holder)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         return converter, output_names
 
@@ -92,10 +97,17 @@ class TfLiteConverted(KerasModelExport):
         return {name: results[key] for name, key in zip(output_names, signature_outputs, strict=True)}
 
     def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
-        converter, output_names = self.converter(native, xs, state, config, g, batch=xs.shape[1])
-        with contextlib.redirect_stdout(io.StringIO()):  # Keras 3's export prints its endpoints
-            flatbuffer = converter.convert()
-        return self.run_flatbuffer(flatbuffer, self.feeds(xs, state, config), output_names)
+        self.check_call(native, xs, state, config, g)
+        batch = xs.shape[1]
+
+        def convert() -> bytes:
+            converter, _ = self.converter(native, xs, state, config, g, batch=batch)
+            with contextlib.redirect_stdout(io.StringIO()):  # Keras 3's export prints its endpoints
+                return converter.convert()
+
+        flatbuffer = converted_once(self, self.conversion_key(native, xs, state, config, g, batch), convert,
+                                    suffix=".tflite")
+        return self.run_flatbuffer(flatbuffer, self.feeds(xs, state, config), self.output_names(config))
 
 
 # Every TFLite system: (name, the Keras it converts, the layer), each name written once.

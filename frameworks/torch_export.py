@@ -24,11 +24,8 @@ refused by name (``Adapter.check_params``).
 
 from __future__ import annotations
 
-import hashlib
 import io
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 
@@ -36,16 +33,10 @@ from frameworks.base import (
     CELL, LayerConfig, Native, distribution_version, import_framework, scaled, states_with_last_c, swapped_names,
     transposed,
 )
+from frameworks.converted import converted_once, weights_digests
 from frameworks.pytorch import TorchLayer, TorchRNN
 
 MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
-
-
-def _digest(array) -> str | None:
-    if array is None:
-        return None
-    array = np.ascontiguousarray(array)
-    return hashlib.sha256(array.tobytes() + str((array.shape, array.dtype)).encode()).hexdigest()
 
 
 class Exported(TorchLayer):
@@ -62,7 +53,6 @@ class Exported(TorchLayer):
 
     def start(self):
         super().start()
-        self._models = {}  # key -> the serialized ONNX model
         self.last_model = None  # the ONNX model of the last run (a ModelProto)
         self.onnx = import_framework("onnx", self.name)
         self.ort = import_framework("onnxruntime", self.name)
@@ -129,30 +119,13 @@ class Exported(TorchLayer):
         """The export, made once per model: an export takes seconds (dynamo unrolls all T steps).
 
         The model depends on the weights, the configuration, the activation and the inputs' shapes,
-        not on the inputs' values, so the reference test, the comparison with PyTorch and the pair
-        test of one case share it: in this process, and across a run's processes through the
-        directory ``RNN_EQ_EXPORT_CACHE`` names (conftest sets one per run). A padded batch's model
-        takes the lengths as an input (``names``): one model for any lengths.
+        not on the inputs' values (``frameworks.converted``). A padded batch's model takes the lengths
+        as an input (``names``): one model for any lengths.
         """
-        # The versions too: a directory the user set (and kept) may outlive an upgrade of the exporter.
-        versions = [(d, distribution_version(d)) for d in (*self.distributions, "onnx")]
-        key = hashlib.sha256(repr((self.name, versions, g, str(config), list(names),
-                                   [(tuple(a.shape), str(a.dtype)) for a in flat],
-                                   [(n, _digest(v)) for n, v in sorted(native.items())])).encode()).hexdigest()
-        if key in self._models:
-            return self._models[key]
-        directory = os.environ.get("RNN_EQ_EXPORT_CACHE")
-        path = Path(directory) / f"{key}.onnx" if directory else None
-        if path is not None and path.exists():
-            data = path.read_bytes()
-        else:
-            data = self.export(module, args, names)
-            if path is not None:  # written whole, then renamed: another process never reads half a model
-                partial = path.with_suffix(f".{os.getpid()}.partial")
-                partial.write_bytes(data)
-                partial.replace(path)
-        self._models[key] = data
-        return data
+        # The onnx package writes the model: its version is part of the key too.
+        parts = (g, str(config), list(names), [(tuple(a.shape), str(a.dtype)) for a in flat],
+                 distribution_version("onnx"), weights_digests(native))
+        return converted_once(self, parts, lambda: self.export(module, args, names))
 
 
 # --- nn.RNN, a layer ----------------------------------------------------------------
