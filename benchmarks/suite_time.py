@@ -75,8 +75,9 @@ def timed(args, cwd=ROOT) -> tuple[float, float, str]:
 
 
 # What a system runs on, by the start of its name (the longest that matches).
-FAMILIES = ("numpy", "torch", "torch-onnx-dynamo", "torch-onnx-legacy", "onnx-ort", "onnx-reference", "tf-concat",
-            "tf1", "tf-keras", "keras-tf", "keras-jax", "keras-torch", "flax-nnx", "flax-linen")
+FAMILIES = ("numpy", "torch", "torch-onnx-dynamo", "torch-onnx-legacy", "onnx-ort", "onnx-reference", "onnx-openvino",
+            "tf-concat", "tf1", "tf-keras", "keras-tf", "keras-jax", "keras-torch", "flax-nnx", "flax-linen", "equinox",
+            "tf2onnx-keras2", "tflite-keras2", "tflite-keras-tf")
 
 
 def family_of(system: str) -> str:
@@ -99,6 +100,23 @@ def test_time_by_system(junit: Path) -> tuple[float, list[tuple[str, float, int]
         seconds[key] += float(case.get("time"))
         counts[key] += 1
     return sum(seconds.values()), [(key, t, counts[key]) for key, t in seconds.most_common()]
+
+
+def cases_per_depth() -> list[tuple[str, list[tuple[int, int]]]]:
+    """Each main-environment system's whole-sequence cases and (case, dtype) runs at quick, default, full."""
+    from harness.cases import cases_for
+    from harness.depth import DEPTHS
+
+    rows = []
+    for name, cls in ADAPTERS.items():
+        if cls.environment:  # run in its own nox session
+            continue
+        counts = []
+        for depth in DEPTHS:
+            cases = cases_for(cls, depth)
+            counts.append((len(cases), sum(len(case.runs_in(cls.dtypes)) for case in cases)))
+        rows.append((name, counts))
+    return rows
 
 
 def main(argv=None) -> int:
@@ -181,6 +199,14 @@ def measure(args, trees) -> int:
             "| system (or test module) | tests | seconds | share |", "|---|---|---|---|",
             *(f"| {key} | {count} | {seconds:.1f} | {seconds / total:.0%} |" for key, seconds, count in by_system),
         ]
+        lines += ["", "## Cases per system at each depth", "",
+                  "The whole-sequence design of each system in this run's environment (`harness.cases.cases_for`): its "
+                  "cases, and the runs they make (a case runs in every dtype at full depth, in its own at quick and "
+                  "default). Padded, chunked, gradient, option and mutation cases follow the same depth "
+                  "(`harness.cases`), and the tests above count every one of them.", "",
+                  "| system | quick: cases (runs) | default: cases (runs) | full: cases (runs) |", "|---|---|---|---|",
+                  *(f"| {name} | " + " | ".join(f"{cases} ({runs})" for cases, runs in row) + " |"
+                    for name, row in cases_per_depth())]
         families = collections.Counter()
         for key, seconds, _ in by_system:
             families[family_of(key)] += seconds
