@@ -9,7 +9,8 @@ computes what the Keras layers and the reference compute. The model converted is
 tf2onnx turns a Keras recurrent layer into one ONNX ``RNN``, ``LSTM`` or ``GRU`` node where it
 recognises the layer's loop (its rewriters), else into a ``Loop``: ``recurrent_operators()`` lists the node types of
 the last conversion, and tests/equivalence/test_converters.py records which. tf2onnx 1.17 cannot convert
-a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too.
+a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too. ``from_function`` on the
+model wrapped in a ``tf.function`` (how some users call it) gives the same nodes and outputs: a test there.
 
 float32 only (ONNX Runtime's CPU recurrent kernels); no padded batches or chunked runs (the mask and the
 returned states are Keras's own, checked on the Keras systems); no gradients (an ONNX graph run in ONNX

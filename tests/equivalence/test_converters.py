@@ -4,6 +4,7 @@ do; and the models a converter refuses, loudly."""
 
 import pytest
 
+from frameworks.tf2onnx_export import OPSET
 from harness.cases import case_of
 
 
@@ -117,3 +118,30 @@ def test_a_model_converted_again_holds_the_new_weights(adapter):
                                      adapter.arrange(case.bound_vs_reference("float32"), case.config),
                                      f"{adapter.describe()} after another case of its structure, {case.describe('float32')}")
         assert_within_bound(comparison)
+
+
+@pytest.mark.applies_to(lambda cls: is_tf2onnx(cls))
+def test_tf2onnx_from_a_tf_function_is_from_keras(adapter):
+    """The systems call ``tf2onnx.convert.from_keras``; users also wrap the model in a ``tf.function`` and
+    call ``from_function``: on the first configuration, the same ONNX node types come out and compute the
+    same outputs, bit for bit. A release in which the two paths part turns this red."""
+    import collections
+
+    import numpy as np
+
+    case = case_of(adapter, 5, 4, 2, 3, 993, adapter.configs[0])
+    native = adapter.to_native(case.stack("float32"), case.config)
+    xs, state = case.inputs("float32"), case.state("float32")
+    ours = adapter.run_native(native, xs, state, case.config, case.activation)
+    nodes = collections.Counter(node.op_type for node in adapter.last_model.graph.node)
+    model, specs, output_names = adapter.functional_model(native, xs, state, case.config, case.activation)
+    call = adapter.tf.function(lambda *tensors: model(list(tensors)), input_signature=specs)
+    proto, _ = adapter.tf2onnx.convert.from_function(call, input_signature=specs, opset=OPSET)
+    assert collections.Counter(node.op_type for node in proto.graph.node) == nodes
+    session = adapter.ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = adapter.feeds(xs, state, case.config)
+    theirs = dict(zip(output_names, session.run(None, {i.name: feeds[i.name] for i in session.get_inputs()}),
+                      strict=True))
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
