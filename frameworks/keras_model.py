@@ -5,6 +5,11 @@ Shared by the converters that start from a Keras model (``frameworks.tf2onnx_exp
 state the configuration gives, named ``x`` and ``initial_{key}_{index}``; the layers' outputs (the
 sequence or the last output, then the final states with ``return_state``) as the model's outputs, in
 ``KerasLayer._call``'s order. The weights are the Keras layers' (``KerasLayer``'s mapping, unchanged).
+
+Padded batches go in as a deployed model takes them: a ``Masking`` layer in front of the stack (the
+configuration's option ``("mask", "Masking")``), the padded steps of ``x`` set to its mask value. The mask
+is the model's own computation, so the converter has to carry it into the converted graph; a ``mask``
+argument (``("mask", "argument")``) is no input of a functional model and is refused.
 """
 
 from __future__ import annotations
@@ -14,8 +19,17 @@ from dataclasses import dataclass, field
 
 from frameworks.base import LayerConfig, Native, distribution_version, import_framework
 from frameworks.converted import weights_digests
-from frameworks.keras3 import KerasLayer
+from frameworks.keras3 import MASK_VALUE, KerasLayer
 from reference.cells import state_keys
+
+
+def masking_configs(configs) -> tuple[LayerConfig, ...]:
+    """The padded configurations of the Keras layers that a converted model takes: those with a ``Masking``
+    layer in front (the others pass a ``mask`` argument, no input of a model)."""
+    kept = tuple(config for config in configs if config.option("mask") == "Masking")
+    if not kept:
+        raise ValueError(f"no padded configuration with a Masking layer among {configs}")
+    return kept
 
 
 @dataclass
@@ -76,6 +90,9 @@ class KerasModelExport(KerasLayer):
         inputs += [keras.Input((H,), batch_size=batch, dtype=dtype.name, name=name) for name in names[1:]]
         specs = [tf.TensorSpec((batch, T, I), dtype.name, name="x")]
         specs += [tf.TensorSpec((batch, H), dtype.name, name=name) for name in names[1:]]
+        x = inputs[0]
+        if self._masking(config):
+            x = keras.layers.Masking(MASK_VALUE, dtype=dtype.name)(x)
         states = None
         if state is not None:
             keys, tensors = state_keys(self.family), iter(inputs[1:])
@@ -83,7 +100,7 @@ class KerasModelExport(KerasLayer):
             for _ in range(config.num_layers * config.num_directions):
                 for key in keys:
                     states[key].append(next(tensors))
-        outputs = self._call(layers, inputs[0], None, states, config)
+        outputs = self._call(layers, x, None, states, config)
         assert list(outputs) == self.output_names(config), (list(outputs), self.output_names(config))
         return BuiltModel(keras.Model(inputs, list(outputs.values())), self._variables(layers, config), specs,
                           list(outputs))
@@ -101,9 +118,25 @@ class KerasModelExport(KerasLayer):
         model fixes (None: any) and the weights' values."""
         return (repr(self.structure_key(native, xs, state, config, g)), batch, weights_digests(native))
 
-    def feeds(self, xs, state, config: LayerConfig) -> dict:
-        """The model's inputs by name, from a time-major run's inputs (the model is batch first)."""
-        feeds = {"x": xs.transpose(1, 0, 2).copy()}
+    def _masking(self, config: LayerConfig) -> bool:
+        """Whether the model has a ``Masking`` layer in front: the option ``("mask", "Masking")``."""
+        how = config.option("mask")
+        if how not in (None, "Masking"):
+            raise ValueError(f"{self.describe()}: option mask: expected 'Masking' (a Masking layer in the model), "
+                             f"got {how!r}; a converted model takes no mask argument")
+        return how == "Masking"
+
+    def feeds(self, xs, state, config: LayerConfig, padding=None) -> dict:
+        """The model's inputs by name, from a time-major run's inputs (the model is batch first); a padded
+        batch's padded steps set to the ``Masking`` layer's mask value (the suite's random inputs never
+        equal it)."""
+        if padding is not None and not self._masking(config):
+            raise ValueError(f"{self.describe()}: configuration {config} has no Masking layer; a padded batch "
+                             f"needs the option ('mask', 'Masking')")
+        x = xs.transpose(1, 0, 2).copy()
+        if padding is not None:
+            x[~padding.mask(xs.shape[0]).T] = MASK_VALUE
+        feeds = {"x": x}
         if state is not None:
             names, keys = iter(self.input_names(state, config)[1:]), state_keys(self.family)
             for index in range(config.num_layers * config.num_directions):

@@ -12,9 +12,10 @@ the last conversion, and tests/equivalence/test_converters.py records which. tf2
 a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too. ``from_function`` on the
 model wrapped in a ``tf.function`` (how some users call it) gives the same nodes and outputs: a test there.
 
-float32 only (ONNX Runtime's CPU recurrent kernels); no padded batches or chunked runs (the mask and the
-returned states are Keras's own, checked on the Keras systems); no gradients (an ONNX graph run in ONNX
-Runtime has no autodiff here).
+Padded batches: the Keras layers' ``Masking`` configuration (``frameworks.keras_model``); with the mask in
+the graph tf2onnx converts every layer into a ``Loop``, the LSTM too (measured, a test holds it).
+float32 only (ONNX Runtime's CPU recurrent kernels); no chunked runs (the returned states are Keras's own,
+checked on the Keras systems); no gradients (an ONNX graph run in ONNX Runtime has no autodiff here).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from frameworks.base import LayerConfig, Native, import_framework
 from frameworks.converted import converted_once
 from frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
-from frameworks.keras_model import KerasModelExport
+from frameworks.keras_model import KerasModelExport, masking_configs
 from reference.params import GATED
 
 OPSET = 17  # tf2onnx 1.17's default opset is 15; 17 is within ONNX Runtime's and tf2onnx's ranges
@@ -50,7 +51,11 @@ class Tf2OnnxConverted(KerasModelExport):
         """The recurrent node types of the last converted model: RNN, LSTM, GRU, or Loop (or Scan)."""
         return {node.op_type for node in self.last_model.graph.node} & {"RNN", "LSTM", "GRU", "Loop", "Scan"}
 
-    def expected_operator(self, g: str) -> str:
+    def expected_operator(self, config: LayerConfig, g: str) -> str:
+        """The node the layers of ``config`` with activations ``g`` become: the declared fused node, unless
+        a Masking layer is in front (its mask in the loop: a Loop, measured with tf2onnx 1.17)."""
+        if config.option("mask"):
+            return "Loop"
         return self.fused.get(g, self.fused.get("*", "Loop"))
 
     def convert(self, native: Native, xs, state, config: LayerConfig, g: str) -> bytes:
@@ -66,9 +71,9 @@ class Tf2OnnxConverted(KerasModelExport):
         self.last_model = self.onnx.load_from_string(data)
         return data
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
         data = self.convert(native, xs, state, config, g)
-        feeds = self.feeds(xs, state, config)
+        feeds = self.feeds(xs, state, config, padding)
         session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         results = session.run(None, {name: feeds[name] for name in self.input_names(state, config)})
         return dict(zip(self.output_names(config), results, strict=True))
@@ -99,8 +104,9 @@ def _tf2onnx_system(name: str, member: tuple) -> type:
         "requires": ("tf2onnx", "tf_keras", "onnxruntime"),
         "compare_with": source if family == "rnn" else None,
         "fused": FUSED[member],
-        # No padded or chunked runs, no autodiff (the module's docstring): the Keras layers' own, undone.
-        "padded_configs": (), "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
+        "padded_configs": masking_configs(attributes["padded_configs"]),
+        # No chunked runs, no autodiff (the module's docstring).
+        "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
     })
     return type(name.replace("-", "_"), (Tf2OnnxConverted,), attributes)
 

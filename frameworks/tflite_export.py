@@ -20,9 +20,10 @@ holds each):
   ``go_backwards`` or ``return_state``: a ``WHILE`` loop), its GRU and SimpleRNN a ``WHILE`` loop.
 
 ``recurrent_operators()`` lists the recurrent op types of the last converted model's main graph; the fused op or ``WHILE``
-each system declares (``fused``) is checked there. float32 only (the interpreter's kernels); no padded
-batches or chunked runs (the mask and the returned states are Keras's own, checked on the Keras systems);
-no gradients (no autodiff in the interpreter).
+each system declares (``fused``) is checked there. Padded batches: the Keras layers' ``Masking``
+configuration (``frameworks.keras_model``), a ``WHILE`` loop whatever the layer. float32 only (the
+interpreter's kernels); no chunked runs (the returned states are Keras's own, checked on the Keras
+systems); no gradients (no autodiff in the interpreter).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import io
 from frameworks.base import LayerConfig, Native, import_framework
 from frameworks.converted import converted_once
 from frameworks.keras3 import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
-from frameworks.keras_model import KerasModelExport
+from frameworks.keras_model import KerasModelExport, masking_configs
 from reference.params import GATED
 
 FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
@@ -58,9 +59,9 @@ class TfLiteConverted(KerasModelExport):
 
     def expected_operator(self, config: LayerConfig, g: str) -> str:
         """The op the layers of ``config`` with activations ``g`` become: the declared one for the default
-        activations; other activations, ``go_backwards`` or ``return_state``, a WHILE loop (measured:
-        tf_keras marks its LSTM's loop as fusable only then)."""
-        fusable = g == GATED and not config.option("go_backwards") and not config.option("return_state")
+        activations; other activations, ``go_backwards``, ``return_state`` or a Masking layer in front, a
+        WHILE loop (measured: tf_keras marks its LSTM's loop as fusable only then)."""
+        fusable = g == GATED and not any(config.option(o) for o in ("go_backwards", "return_state", "mask"))
         return self.fused if fusable else "WHILE"
 
     def recurrent_operators(self) -> set[str]:
@@ -96,7 +97,7 @@ class TfLiteConverted(KerasModelExport):
         signature_outputs = signature_outputs or [f"output_{i}" for i in range(len(output_names))]
         return {name: results[key] for name, key in zip(output_names, signature_outputs, strict=True)}
 
-    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str) -> dict:
+    def run_native(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None) -> dict:
         self.check_call(native, xs, state, config, g)
         batch = xs.shape[1]
 
@@ -107,7 +108,7 @@ class TfLiteConverted(KerasModelExport):
 
         flatbuffer = converted_once(self, self.conversion_key(native, xs, state, config, g, batch), convert,
                                     suffix=".tflite")
-        return self.run_flatbuffer(flatbuffer, self.feeds(xs, state, config), self.output_names(config))
+        return self.run_flatbuffer(flatbuffer, self.feeds(xs, state, config, padding), self.output_names(config))
 
 
 # Every TFLite system: (name, the Keras it converts, the layer), each name written once.
@@ -130,8 +131,9 @@ def _tflite_system(name: str, implementation: tuple, member: tuple) -> type:
         "requires": attributes["requires"] + ("ai_edge_litert",),
         "compare_with": source if family == "rnn" else None,
         "fused": FUSED_LSTM if (keras2 and family == "lstm") else "WHILE",
-        # No padded or chunked runs, no autodiff (the module's docstring): the Keras layers' own, undone.
-        "padded_configs": (), "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
+        "padded_configs": masking_configs(attributes["padded_configs"]),
+        # No chunked runs, no autodiff (the module's docstring).
+        "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
     })
     return type(name.replace("-", "_"), (TfLiteConverted,), attributes)
 

@@ -14,14 +14,18 @@ def is_tf2onnx(cls):
 
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls))
 def test_tf2onnx_emits_the_declared_nodes(adapter):
-    """Each activation the system has, on its first configuration: the converted model holds one kind of
-    recurrent node, the fused node the system declares (``FUSED``: an LSTM always, a reset-after GRU
-    with the default activations) or a Loop. A release that fuses more, or less, turns this red."""
-    assert adapter.activations
-    for k, g in enumerate(adapter.activations):
-        case = case_of(adapter, 5, 4, 2, 3, 990 + k, adapter.configs[0], activation=g)
+    """Each activation the system has, on its first configuration, and its padded (Masking) configurations:
+    the converted model holds one kind of recurrent node, the fused node the system declares (``FUSED``:
+    an LSTM always, a reset-after GRU with the default activations; never with a Masking layer in front)
+    or a Loop. A release that fuses more, or less, turns this red."""
+    runs = [(g, adapter.configs[0]) for g in adapter.activations]
+    runs += [(adapter.activations[0], config) for config in adapter.padded_configs]
+    assert adapter.activations and adapter.padded_configs
+    for k, (g, config) in enumerate(runs):
+        case = case_of(adapter, 5, 4, 2, 3, 990 + k, config, activation=g)
         adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
-        assert adapter.recurrent_operators() == {adapter.expected_operator(g)}, (g, adapter.recurrent_operators())
+        assert adapter.recurrent_operators() == {adapter.expected_operator(config, g)}, (
+            g, config, adapter.recurrent_operators())
 
 
 @pytest.mark.applies_to(lambda cls: cls.name == "tf2onnx-keras2-lstm-rnn")
@@ -50,11 +54,12 @@ def test_tflite_emits_the_declared_ops(adapter):
     """Each activation the system has on its first configuration, and each configuration (the mutations'
     and options' one too) with its first activation: the converted model's main graph holds one recurrent
     op, TFLite's fused LSTM kernel where the system declares it (Keras 2's LSTM with its default
-    activations, neither go_backwards nor return_state) or a WHILE loop. A release that fuses more, or
-    less, turns this red."""
+    activations, neither go_backwards nor return_state nor a Masking layer) or a WHILE loop. A release
+    that fuses more, or less, turns this red."""
     runs = [(g, adapter.configs[0]) for g in adapter.activations]
-    runs += [(adapter.activations[0], config) for config in (*adapter.configs[1:], adapter.mutation_config)]
-    assert runs
+    runs += [(adapter.activations[0], config)
+             for config in (*adapter.configs[1:], adapter.mutation_config, *adapter.padded_configs)]
+    assert runs and adapter.padded_configs
     for k, (g, config) in enumerate(runs):
         case = case_of(adapter, 5, 4, 2, 3, 990 + k, config, activation=g)
         adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)

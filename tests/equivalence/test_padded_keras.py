@@ -26,7 +26,7 @@ SEQUENCES = (("return_sequences", True), ("return_state", True))
 
 def is_keras_simple_rnn_layer(cls, modules=("keras", "tf_keras"), backends=(None, "tensorflow", "jax", "torch")):
     return cls.layer and cls.family == "rnn" and getattr(cls, "module", None) in modules \
-        and getattr(cls, "backend", None) in backends and bool(cls.padded_configs)  # not a converted model
+        and getattr(cls, "backend", None) in backends and cls.__module__ == "frameworks.keras3"  # not a converted model
 
 
 def case(adapter, config, padding, seed=900):
