@@ -117,3 +117,22 @@ def onnx2tf(session):
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
                 f"--systems={systems('onnx2tf')}", f"--equivalence-report={(ENVIRONMENTS / 'onnx2tf').relative_to(ROOT)}", *SUITE,
                 env={"CI": "true", "KERAS_BACKEND": "tensorflow"})
+
+
+# nobuco (PyTorch to Keras) imports Keras 2 as ``keras`` (``keras.src.engine``): TensorFlow 2.15, NumPy < 2. Its
+# torchvision import needs a torchvision wheel this machine holds on disk, 0.29.1, which pins torch 2.14.1 (a
+# CUDA build of 5.5 GB that runs on the CPU). Its systems (frameworks/nobuco_export.py) run here, their report in
+# docs/environments/nobuco.
+NOBUCO = ("nobuco==0.17.0", "tensorflow==2.15.1", "torch==2.14.1", "torchvision==0.29.1", "numpy<2")
+
+
+@nox.session(python="3.11", default=False)
+def nobuco(session):
+    """The nobuco systems, at full depth, in nobuco's own environment: the report the committed one links."""
+    session.install(*NOBUCO)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "click>=8.1")
+    session.run("python", "-c", "import nobuco, tensorflow, torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('nobuco')}", f"--equivalence-report={(ENVIRONMENTS / 'nobuco').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})

@@ -14,7 +14,7 @@ import os
 from frameworks.base import REGISTRY, Adapter
 
 # The adapter modules, in the order their systems are listed. A new framework is one module here.
-MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras3", "flax_cells", "equinox_cells", "onnx_rnn", "torch_export", "tf2onnx_export", "tflite_export", "onnx2tf_export")
+MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras3", "flax_cells", "equinox_cells", "onnx_rnn", "torch_export", "tf2onnx_export", "tflite_export", "onnx2tf_export", "nobuco_export")
 for _module in MODULES:
     importlib.import_module(f"frameworks.{_module}")
 

@@ -6,10 +6,13 @@ state the configuration gives, named ``x`` and ``initial_{key}_{index}``; the la
 sequence or the last output, then the final states with ``return_state``) as the model's outputs, in
 ``KerasLayer._call``'s order. The weights are the Keras layers' (``KerasLayer``'s mapping, unchanged).
 
-Padded batches go in as a deployed model takes them: a ``Masking`` layer in front of the stack (the
-configuration's option ``("mask", "Masking")``), the padded steps of ``x`` set to its mask value. The mask
-is the model's own computation, so the converter has to carry it into the converted graph; a ``mask``
-argument (``("mask", "argument")``) is no input of a functional model and is refused.
+Padded batches go in as a deployed model takes them, the mask the model's own computation, which the
+converter has to carry into the converted graph: a ``Masking`` layer in front of the stack (the option
+``("mask", "Masking")``), the padded steps of ``x`` set to its mask value; or an ``Embedding(mask_zero=True)``
+in front (``("mask", "mask_zero")``), token 0 the padding, whose table holds the run's inputs (token
+``1 + t * batch + b`` is step ``t`` of element ``b``, an exact lookup), so that the reference of the padded
+batch is the reference of ``xs``. A ``mask`` argument (``("mask", "argument")``) is no input of a
+functional model and is refused.
 """
 
 from __future__ import annotations
@@ -17,10 +20,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from frameworks.base import LayerConfig, Native, distribution_version, import_framework
 from frameworks.converted import weights_digests
 from frameworks.keras3 import MASK_VALUE, KerasLayer
 from reference.cells import state_keys
+
+
+EMBEDDING = "embedding.embeddings"  # the mask_zero Embedding's table, among the model's variables
 
 
 def masking_configs(configs) -> tuple[LayerConfig, ...]:
@@ -70,9 +78,18 @@ class KerasModelExport(KerasLayer):
         variables hold when it converts (a test converts one model with two sets of weights)."""
         self.check_call(native, xs, state, config, g)
         built = self.built_model(native, xs, state, config, g, batch)
+        weights = self.model_weights(native, xs, config)
         for name, variable in built.variables.items():
-            variable.assign(native[name])
+            variable.assign(weights[name])
         return built.model, built.specs, built.output_names
+
+    def model_weights(self, native: Native, xs, config: LayerConfig) -> Native:
+        """The model's weights by name: ``native``, and with ``mask_zero`` the embedding table of ``xs`` (row 0,
+        the padding token's, zeros; row ``1 + t * batch + b``, step ``t`` of element ``b``)."""
+        if self._masking(config) != "mask_zero":
+            return native
+        T, batch, I = xs.shape
+        return {**native, EMBEDDING: np.concatenate([np.zeros((1, I), xs.dtype), xs.reshape(T * batch, I)])}
 
     def built_model(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> "BuiltModel":
         """The model of ``functional_model`` for the structure of this run, built on first use; what a
@@ -86,13 +103,19 @@ class KerasModelExport(KerasLayer):
         T, run_batch, I = xs.shape
         layers = self._built_layers(native, (run_batch, T, I), config, H, g, dtype.name)
         names = self.input_names(state, config)
-        inputs = [keras.Input((T, I), batch_size=batch, dtype=dtype.name, name="x")]
+        how = self._masking(config)
+        x_shape, x_dtype = ((T,), "int32") if how == "mask_zero" else ((T, I), dtype.name)
+        inputs = [keras.Input(x_shape, batch_size=batch, dtype=x_dtype, name="x")]
         inputs += [keras.Input((H,), batch_size=batch, dtype=dtype.name, name=name) for name in names[1:]]
-        specs = [tf.TensorSpec((batch, T, I), dtype.name, name="x")]
+        specs = [tf.TensorSpec((batch, *x_shape), x_dtype, name="x")]
         specs += [tf.TensorSpec((batch, H), dtype.name, name=name) for name in names[1:]]
-        x = inputs[0]
-        if self._masking(config):
+        x, variables = inputs[0], self._variables(layers, config)
+        if how == "Masking":
             x = keras.layers.Masking(MASK_VALUE, dtype=dtype.name)(x)
+        elif how == "mask_zero":
+            embedding = keras.layers.Embedding(1 + T * run_batch, I, mask_zero=True, dtype=dtype.name)
+            x = embedding(x)
+            variables[EMBEDDING] = embedding.embeddings
         states = None
         if state is not None:
             keys, tensors = state_keys(self.family), iter(inputs[1:])
@@ -102,8 +125,7 @@ class KerasModelExport(KerasLayer):
                     states[key].append(next(tensors))
         outputs = self._call(layers, x, None, states, config)
         assert list(outputs) == self.output_names(config), (list(outputs), self.output_names(config))
-        return BuiltModel(keras.Model(inputs, list(outputs.values())), self._variables(layers, config), specs,
-                          list(outputs))
+        return BuiltModel(keras.Model(inputs, list(outputs.values())), variables, specs, list(outputs))
 
     def output_names(self, config: LayerConfig) -> list[str]:
         """The model's outputs, in order, as ``KerasLayer._call`` names them: each layer's final states
@@ -116,26 +138,33 @@ class KerasModelExport(KerasLayer):
     def conversion_key(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> tuple:
         """What the converted model depends on (``frameworks.converted``): the structure, the batch the
         model fixes (None: any) and the weights' values."""
-        return (repr(self.structure_key(native, xs, state, config, g)), batch, weights_digests(native))
+        return (repr(self.structure_key(native, xs, state, config, g)), batch,
+                weights_digests(self.model_weights(native, xs, config)))
 
-    def _masking(self, config: LayerConfig) -> bool:
-        """Whether the model has a ``Masking`` layer in front: the option ``("mask", "Masking")``."""
+    def _masking(self, config: LayerConfig) -> str | None:
+        """What computes the model's mask: "Masking" (a Masking layer), "mask_zero" (an Embedding), or None."""
         how = config.option("mask")
-        if how not in (None, "Masking"):
-            raise ValueError(f"{self.describe()}: option mask: expected 'Masking' (a Masking layer in the model), "
-                             f"got {how!r}; a converted model takes no mask argument")
-        return how == "Masking"
+        if how not in (None, "Masking", "mask_zero"):
+            raise ValueError(f"{self.describe()}: option mask: expected 'Masking' (a Masking layer in the model) or "
+                             f"'mask_zero' (an Embedding), got {how!r}; a converted model takes no mask argument")
+        return how
 
     def feeds(self, xs, state, config: LayerConfig, padding=None) -> dict:
         """The model's inputs by name, from a time-major run's inputs (the model is batch first); a padded
         batch's padded steps set to the ``Masking`` layer's mask value (the suite's random inputs never
         equal it)."""
-        if padding is not None and not self._masking(config):
+        how = self._masking(config)
+        if padding is not None and how is None:
             raise ValueError(f"{self.describe()}: configuration {config} has no Masking layer; a padded batch "
-                             f"needs the option ('mask', 'Masking')")
-        x = xs.transpose(1, 0, 2).copy()
+                             f"needs the option ('mask', 'Masking') or ('mask', 'mask_zero')")
+        T, batch, _ = xs.shape
+        if how == "mask_zero":  # the tokens of the embedding table's rows (model_weights), 0 where padded
+            x = (1 + np.arange(T * batch, dtype=np.int32).reshape(T, batch)).T.copy()
+            fill = 0
+        else:
+            x, fill = xs.transpose(1, 0, 2).copy(), MASK_VALUE
         if padding is not None:
-            x[~padding.mask(xs.shape[0]).T] = MASK_VALUE
+            x[~padding.mask(T).T] = fill
         feeds = {"x": x}
         if state is not None:
             names, keys = iter(self.input_names(state, config)[1:]), state_keys(self.family)

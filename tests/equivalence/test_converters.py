@@ -2,10 +2,13 @@
 design case): the ONNX nodes tf2onnx emits, fused or a loop, since that decides what downstream runtimes
 do; and the models a converter refuses, loudly."""
 
+from dataclasses import replace
+
 import pytest
 
 from frameworks.tf2onnx_export import OPSET
 from harness.cases import case_of
+from harness.compare import assert_within_bound
 
 
 def is_tf2onnx(cls):
@@ -149,3 +152,32 @@ def test_tf2onnx_from_a_tf_function_is_from_keras(adapter):
     assert ours.keys() == theirs.keys()
     for name in ours:
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+def with_mask_zero(config):
+    """A padded configuration with an ``Embedding(mask_zero=True)`` in front instead of a Masking layer."""
+    options = tuple((key, "mask_zero" if key == "mask" else value) for key, value in config.options)
+    assert ("mask", "mask_zero") in options, config
+    return replace(config, options=options)
+
+
+@pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls))
+def test_an_embedding_with_mask_zero_masks_the_converted_model(adapter, record):
+    """The other way Keras users mask: an ``Embedding(mask_zero=True)`` in front, token 0 the padding. Its table
+    holds the case's inputs (``frameworks.keras_model``: an exact lookup), so the converted model of a padded
+    batch of tokens is held to the float64 reference of the padded batch, on every side of padding the system
+    takes, in the system's own padded configuration; and its recurrent op is a loop, as with a Masking layer.
+    A converter that dropped the mask would run the padded steps: far outside the bound."""
+    from harness.cases import LENGTHS, PADDED_STEPS, padding_of
+    from tests.equivalence.test_padded import against_reference
+
+    config = with_mask_zero(adapter.padded_configs[0])
+    assert adapter.padding_sides
+    for k, side in enumerate(adapter.padding_sides):
+        case = case_of(adapter, 3, 6, len(LENGTHS), PADDED_STEPS, 960 + k, config, padding=padding_of(LENGTHS, side))
+        actual = adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), config,
+                             case.padding)
+        assert adapter.recurrent_operators() == {adapter.expected_operator(config, case.activation)}
+        comparison = against_reference(adapter, case, "float32", actual, what=" (Embedding(mask_zero=True))")
+        record("padded", adapter, dtype="float32", **comparison.as_record())
+        assert_within_bound(comparison)

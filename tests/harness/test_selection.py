@@ -12,7 +12,8 @@ def test_default_is_every_framework_and_not_explicit():
     own = tuple(n for n in ADAPTERS if adapter_class(n).environment)
     assert own and chosen.names == tuple(n for n in ADAPTERS if n not in own)
     assert not chosen.explicit and not chosen.missing_is_error
-    assert selection.elsewhere(chosen.names) == {"onnx2tf": list(own)}
+    assert selection.elsewhere(chosen.names) == {
+        session: [n for n in own if adapter_class(n).environment == session] for session in ("onnx2tf", "nobuco")}
 
 
 def test_a_system_of_another_environment_runs_when_named():
