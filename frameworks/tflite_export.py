@@ -87,11 +87,16 @@ class TfLiteConverted(KerasModelExport):
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         return converter, output_names
 
+    # LiteRT's kernels: "AUTO", its default (the builtin kernels with the XNNPACK delegate); the others a test
+    # runs too: "BUILTIN_WITHOUT_DEFAULT_DELEGATES" (the builtin kernels alone) and "BUILTIN_REF" (the reference ones).
+    op_resolver = "AUTO"
+
     def run_flatbuffer(self, flatbuffer: bytes, feeds: dict, output_names: list[str],
                        signature_outputs: list[str] | None = None) -> dict:
-        """Run a converted model in LiteRT's interpreter (default delegate) by its signature's names:
+        """Run a converted model in LiteRT's interpreter (``op_resolver``) by its signature's names:
         ``signature_outputs`` in the model's order (output_0, output_1, ... unless given)."""
-        interpreter = self.litert.Interpreter(model_content=flatbuffer)
+        resolver = self.litert.OpResolverType[self.op_resolver]
+        interpreter = self.litert.Interpreter(model_content=flatbuffer, experimental_op_resolver_type=resolver)
         self.last_operators = {op["op_name"] for op in interpreter._get_ops_details()}
         results = interpreter.get_signature_runner()(**feeds)
         signature_outputs = signature_outputs or [f"output_{i}" for i in range(len(output_names))]

@@ -164,7 +164,8 @@ def answer_from_report(a: str, b: str, report: dict) -> Answer:
     rows = [row for row in report["systems"] if row["system"] in (a, b)]
     evidence = [{"system": r["system"], "dtype": r["dtype"], "cell": r["cell"], "versions": r["versions"],
                  "cases": r["cases"], "worst_ratio": r["worst_ratio"], "known_issue_cases": r["known_issue_cases"],
-                 "verdict": r["verdict"], "anchor": r["anchor"]} for r in rows]
+                 "verdict": r["verdict"], "anchor": r["anchor"], "page": r.get("page", "EQUIVALENCE.md")}
+                for r in rows]
     findings = [f"{n['system']} vs {n['against']}: {n['reason']} (difference/bound {n['ratio']:.3g})"
                 for n in report["non_equivalences"] if n["system"] in (a, b) and about_the_pair(n["against"], a, b)]
     findings += sorted({f"{r['system']} {r['dtype']}: known issue: {k}" for r in rows for k in r["known_issues"]})

@@ -181,3 +181,29 @@ def test_an_embedding_with_mask_zero_masks_the_converted_model(adapter, record):
         comparison = against_reference(adapter, case, "float32", actual, what=" (Embedding(mask_zero=True))")
         record("padded", adapter, dtype="float32", **comparison.as_record())
         assert_within_bound(comparison)
+
+
+@pytest.mark.applies_to(lambda cls: is_tflite(cls))
+@pytest.mark.parametrize("resolver", ["BUILTIN_WITHOUT_DEFAULT_DELEGATES", "BUILTIN_REF"])
+def test_tflite_kernels_without_the_default_delegate(adapter, resolver, monkeypatch):
+    """The systems run LiteRT as users get it, its builtin kernels with the XNNPACK delegate; the builtin
+    kernels alone, and LiteRT's reference kernels, compute the same converted model within the same bound
+    of the reference (the system's first configuration and a padded one). The largest difference from the
+    default's outputs is printed (``-s``), not recorded: the report's rows are the default's."""
+    import numpy as np
+
+    from tests.equivalence.test_padded import against_reference
+    from harness.cases import LENGTHS, PADDED_STEPS, padding_of
+
+    cases = [case_of(adapter, 5, 4, 2, 3, 940, adapter.configs[0]),
+             case_of(adapter, 3, 6, len(LENGTHS), PADDED_STEPS, 941, adapter.padded_configs[0],
+                     padding=padding_of(LENGTHS, "post"))]
+    for case in cases:
+        args = (case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config, case.padding)
+        default = adapter.run(*args)
+        with monkeypatch.context() as patch:
+            patch.setattr(adapter, "op_resolver", resolver)
+            actual = adapter.run(*args)
+        assert_within_bound(against_reference(adapter, case, "float32", actual, what=f" ({resolver})"))
+        print(f"{adapter.name} {resolver} {case.config}: max |difference| from the default delegate's "
+              f"{max(float(np.max(np.abs(actual[k] - default[k]))) for k in default):.3g}")
