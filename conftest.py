@@ -455,3 +455,9 @@ def require_system(request):
 def load_system(request):
     """Load another system by name (a pair's partner, a non-equivalence's other side)."""
     return lambda name: load_adapter(request.config, name)
+
+
+@pytest.fixture
+def depth(request) -> str:
+    """The run's depth (quick, default, full), for a test that chooses its own runs by it."""
+    return request.config.stash[DESIGN][0]
