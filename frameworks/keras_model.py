@@ -152,13 +152,13 @@ class KerasModelExport(KerasLayer):
     def feeds(self, xs, state, config: LayerConfig, padding=None) -> dict:
         """The model's inputs by name, from a time-major run's inputs (the model is batch first); a padded
         batch's padded steps set to the ``Masking`` layer's mask value (the suite's random inputs never
-        equal it)."""
+        equal it), or with ``mask_zero``, ``x`` the tokens of the embedding table's rows, 0 where padded."""
         how = self._masking(config)
         if padding is not None and how is None:
             raise ValueError(f"{self.describe()}: configuration {config} has no Masking layer; a padded batch "
                              f"needs the option ('mask', 'Masking') or ('mask', 'mask_zero')")
         T, batch, _ = xs.shape
-        if how == "mask_zero":  # the tokens of the embedding table's rows (model_weights), 0 where padded
+        if how == "mask_zero":  # the rows of model_weights' table
             x = (1 + np.arange(T * batch, dtype=np.int32).reshape(T, batch)).T.copy()
             fill = 0
         else:

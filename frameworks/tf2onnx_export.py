@@ -53,7 +53,8 @@ class Tf2OnnxConverted(KerasModelExport):
 
     def expected_operator(self, config: LayerConfig, g: str) -> str:
         """The node the layers of ``config`` with activations ``g`` become: the declared fused node, unless
-        a Masking layer is in front (its mask in the loop: a Loop, measured with tf2onnx 1.17)."""
+        the model computes a mask (a Masking layer or a mask_zero Embedding in front): then a Loop, the mask
+        in it (measured with tf2onnx 1.17)."""
         if config.option("mask"):
             return "Loop"
         return self.fused.get(g, self.fused.get("*", "Loop"))
