@@ -40,6 +40,16 @@ def masking_configs(configs) -> tuple[LayerConfig, ...]:
     return kept
 
 
+def carried_state_configs(configs) -> tuple[LayerConfig, ...]:
+    """The chunked configurations of the Keras layers that a converted model takes: the returned states fed
+    back as the next call's initial states, as a deployed model carries them (not ``stateful=True``, whose
+    carry lives in the layers' variables, which a converted graph does not keep between calls)."""
+    kept = tuple(config for config in configs if not config.option("stateful"))
+    if not kept:
+        raise ValueError(f"no chunked configuration that returns its states among {configs}")
+    return kept
+
+
 @dataclass
 class BuiltModel:
     """A functional model, its variables by native name, its inputs' specs and its outputs' names; what a

@@ -14,8 +14,9 @@ model wrapped in a ``tf.function`` (how some users call it) gives the same nodes
 
 Padded batches: the Keras layers' ``Masking`` configuration (``frameworks.keras_model``); with the mask in
 the graph tf2onnx converts every layer into a ``Loop``, the LSTM too (measured, a test holds it).
-float32 only (ONNX Runtime's CPU recurrent kernels); no chunked runs (the returned states are Keras's own,
-checked on the Keras systems); no gradients (an ONNX graph run in ONNX Runtime has no autodiff here).
+Chunked runs: the returned states fed back as the next call's initial states (``frameworks.keras_model``).
+float32 only (ONNX Runtime's CPU recurrent kernels); no gradients (an ONNX graph run in ONNX Runtime has
+no autodiff here).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from frameworks.base import LayerConfig, Native, import_framework
 from frameworks.converted import converted_once
 from frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
-from frameworks.keras_model import KerasModelExport, masking_configs
+from frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
 from reference.params import GATED
 
 OPSET = 17  # tf2onnx 1.17's default opset is 15; 17 is within ONNX Runtime's and tf2onnx's ranges
@@ -106,8 +107,8 @@ def _tf2onnx_system(name: str, member: tuple) -> type:
         "compare_with": source if family == "rnn" else None,
         "fused": FUSED[member],
         "padded_configs": masking_configs(attributes["padded_configs"]),
-        # No chunked runs, no autodiff (the module's docstring).
-        "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
+        "chunked_configs": carried_state_configs(attributes["chunked_configs"]),
+        "autodiff": "", "optimizers": {}, "compiles": False,  # no autodiff (the module's docstring)
     })
     return type(name.replace("-", "_"), (Tf2OnnxConverted,), attributes)
 

@@ -21,9 +21,10 @@ holds each):
 
 ``recurrent_operators()`` lists the recurrent op types of the last converted model's main graph; the fused op or ``WHILE``
 each system declares (``fused``) is checked there. Padded batches: the Keras layers' ``Masking``
-configuration (``frameworks.keras_model``), a ``WHILE`` loop whatever the layer. float32 only (the
-interpreter's kernels); no chunked runs (the returned states are Keras's own, checked on the Keras
-systems); no gradients (no autodiff in the interpreter).
+configuration (``frameworks.keras_model``), a ``WHILE`` loop whatever the layer. Chunked runs: the
+returned states fed back as the next call's initial states, a model per chunk length (the sequence length
+is fixed in the converted model too). float32 only (the interpreter's kernels); no gradients (no autodiff
+in the interpreter).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import io
 from frameworks.base import LayerConfig, Native, import_framework
 from frameworks.converted import converted_once
 from frameworks.keras3 import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
-from frameworks.keras_model import KerasModelExport, masking_configs
+from frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
 from reference.params import GATED
 
 FUSED_LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
@@ -137,8 +138,8 @@ def _tflite_system(name: str, implementation: tuple, member: tuple) -> type:
         "compare_with": source if family == "rnn" else None,
         "fused": FUSED_LSTM if (keras2 and family == "lstm") else "WHILE",
         "padded_configs": masking_configs(attributes["padded_configs"]),
-        # No chunked runs, no autodiff (the module's docstring).
-        "chunked_configs": (), "autodiff": "", "optimizers": {}, "compiles": False,
+        "chunked_configs": carried_state_configs(attributes["chunked_configs"]),
+        "autodiff": "", "optimizers": {}, "compiles": False,  # no autodiff (the module's docstring)
     })
     return type(name.replace("-", "_"), (TfLiteConverted,), attributes)
 
