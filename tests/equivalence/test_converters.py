@@ -209,3 +209,15 @@ def test_tflite_kernels_without_the_default_delegate(adapter, resolver, monkeypa
         assert_within_bound(against_reference(adapter, case, "float32", actual, what=f" ({resolver})"))
         print(f"{adapter.name} {resolver} {case.config}: max |difference| from the default delegate's "
               f"{max(float(np.max(np.abs(actual[k] - default[k]))) for k in default):.3g}")
+
+
+@pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) and bool(cls.fused))
+def test_tf2onnx_fused_nodes_refuse_float64(adapter, monkeypatch):
+    """A float64 Keras model whose layer tf2onnx fuses (the LSTM, the reset-after GRU) converts, and ONNX
+    Runtime refuses to run the fused node in double, loudly: hence these systems are float32 only. A release
+    that runs them turns this red."""
+    monkeypatch.setattr(adapter, "dtypes", ("float32", "float64"))  # past the system's own refusal
+    case = case_of(adapter, 5, 4, 2, 3, 992, adapter.configs[0])
+    assert adapter.expected_operator(case.config, case.activation) in ("LSTM", "GRU")
+    with pytest.raises(Exception, match="operator does not support double"):
+        adapter.run(case.stack("float64"), case.inputs("float64"), case.state("float64"), case.config)
