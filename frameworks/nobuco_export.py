@@ -60,9 +60,6 @@ class NobucoConverted:
     def describe(self) -> str:
         return f"nobuco.pytorch_to_keras({self.cell}) in Keras {distribution_version('tensorflow')}"
 
-    def versions(self) -> dict[str, str]:
-        return {dist: distribution_version(dist) for dist in self.distributions}
-
     def keras_model(self, module, args):
         """The Keras model nobuco writes of ``module`` called on ``args`` (its report, printed, kept out)."""
         channels = self.nobuco.ChannelOrder.PYTORCH
