@@ -15,9 +15,9 @@ model wrapped in a ``tf.function`` (how some users call it) gives the same nodes
 Padded batches: the Keras layers' ``Masking`` configuration (``frameworks.keras_model``); with the mask in
 the graph tf2onnx converts every layer into a ``Loop``, the LSTM too (measured, a test holds it).
 Chunked runs: the returned states fed back as the next call's initial states (``frameworks.keras_model``).
-float32 only: ONNX Runtime's CPU kernels refuse the fused LSTM and GRU nodes in float64 (a test), and the
-Loop systems' float64 is not yet a design case; no gradients (an ONNX graph run in ONNX Runtime has no
-autodiff here).
+float64 where the layer becomes a ``Loop`` (the SimpleRNN and the reset-before GRU: elementwise ops and
+matrix products, which ONNX Runtime runs in double); float32 only where it becomes a fused node, whose
+CPU kernels refuse double (a test). No gradients (an ONNX graph run in ONNX Runtime has no autodiff here).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Tf2OnnxConverted(KerasModelExport):
     ONNX Runtime."""
 
     # ONNX Runtime's CPU RNN, LSTM and GRU kernels are float32 only ("does not support double yet": a test). A
-    # Loop of elementwise ops and matrix products runs float64 (probed: a float64 SimpleRNN and reset-before
-    # GRU within 3e-16 of tf_keras), not yet a design case of the Loop systems.
+    # Loop of elementwise ops and matrix products runs float64: the systems that never fuse declare it
+    # (``_tf2onnx_system``).
     dtypes = ("float32",)
 
     def start(self):
@@ -110,6 +110,8 @@ def _tf2onnx_system(name: str, member: tuple) -> type:
         "requires": ("tf2onnx", "tf_keras", "onnxruntime"),
         "compare_with": source if family == "rnn" else None,
         "fused": FUSED[member],
+        # never fused (a Loop whatever the activations): float64 too, as the Keras layer computes it
+        "dtypes": ("float32",) if FUSED[member] else ("float32", "float64"),
         "padded_configs": masking_configs(attributes["padded_configs"]),
         "chunked_configs": carried_state_configs(attributes["chunked_configs"]),
         "autodiff": "", "optimizers": {}, "compiles": False,  # no autodiff (the module's docstring)
