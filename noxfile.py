@@ -1,6 +1,7 @@
 """The version matrix: the suite against pinned framework versions, one virtualenv per entry.
 
-    nox                                  every entry, then the merged table (docs/MATRIX.md)
+    nox                                  every entry at full depth, then the merged table (docs/MATRIX.md)
+    nox -- --depth=default               every entry at the default depth (arguments after -- go to pytest)
     nox -s "tensorflow(tf='2.20')"       one entry
     nox -s matrix                        merge what the entries left in matrix-reports/
 
@@ -9,8 +10,8 @@ systems those pins affect with ``--equivalence-report``, and leaves
 ``matrix-reports/<entry>/session.json`` beside the report. An entry whose pins
 do not install or import records that and fails; the others go on, and
 ``matrix`` shows it as a row rather than crashing. torch stays at 2.13.0
-throughout (the CPU wheel on this machine's disk; any other torch would pull a
-CUDA build of several GB).
+(the CPU wheel on this machine's disk) except in the torch entries: any other
+torch is a CUDA build of several GB, which runs on the CPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -25,14 +27,14 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 from frameworks import ADAPTERS  # noqa: E402  (the registry imports no framework)
-from harness.matrix import write_session  # noqa: E402
+from harness.matrix import selected, write_session  # noqa: E402
 
 REPORTS = ROOT / "matrix-reports"
 PYTHON = "3.11"
 TORCH = "torch==2.13.0"
 SUITE = ("tests/reference", "tests/equivalence")
 
-nox.options.sessions = ["tensorflow", "keras", "jax", "matrix"]
+nox.options.sessions = ["tensorflow", "keras", "jax", "onnxruntime", "openvino", "torch", "matrix"]
 nox.options.reuse_venv = "yes"
 
 
@@ -40,14 +42,19 @@ def systems(*prefixes: str, exclude: tuple[str, ...] = ()) -> str:
     return ",".join(n for n in ADAPTERS if n.startswith(prefixes) and not n.startswith(exclude))
 
 
+def selection(kind: str) -> str:
+    """The systems an entry of ``kind`` runs (harness.matrix.SELECTIONS), comma-separated."""
+    return ",".join(selected(kind, ADAPTERS))
+
+
 def _entry(session, label: str, requested: dict, pins: list[str], extras: str, modules: list[str],
-           selected: str, env: dict | None = None, torch: bool = False) -> None:
+           selected: str, env: dict | None = None, torch: str | None = None) -> None:
     out = REPORTS / label
     record = dict(session=label, requested=requested)
     shutil.rmtree(out, ignore_errors=True)  # a report left by an earlier run must not stand in for this one
     try:
         if torch:  # first, so that nothing asks pip for another torch
-            session.install(TORCH)
+            session.install(torch)
         session.install("-e", f".[{extras}]", *pins)
     except nox.command.CommandFailed as error:
         write_session(out, status="install failed", message=f"pip install {' '.join(pins)}: {error}", **record)
@@ -60,11 +67,16 @@ def _entry(session, label: str, requested: dict, pins: list[str], extras: str, m
         session.error(f"{label}: the pins installed but do not import")
     # Exit 1 (tests failed) is a finding the report records, not a broken entry.
     # The equivalence tests only: the harness's own tests do not depend on framework versions.
-    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full", f"--frameworks={selected}",
-                f"--equivalence-report={out}", *SUITE, env={"CI": "true", **(env or {})}, success_codes=[0, 1])
+    # Arguments after `nox --` come last: `--depth=default` overrides the full depth.
+    started = time.monotonic()
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full", f"--systems={selected}",
+                f"--equivalence-report={out}", *SUITE, *session.posargs, env={"CI": "true", **(env or {})},
+                success_codes=[0, 1])
+    seconds = time.monotonic() - started
     # Recorded by the session's own Python: the versions that ran, not nox's.
     session.run("python", "-m", "harness.matrix", "record", str(out), "--session", label,
-                "--requested", json.dumps(requested), "--status", "tests ran", "--installed", dists)
+                "--requested", json.dumps(requested), "--status", "tests ran", "--installed", dists,
+                "--seconds", f"{seconds:.0f}")
 
 
 @nox.session(python=PYTHON)
@@ -73,7 +85,7 @@ def tensorflow(session, tf):
     """TensorFlow with the matching tf_keras: raw ops, the TF1 cells, Keras 2, Keras 3 on TensorFlow."""
     _entry(session, f"tensorflow-{tf}", {"tensorflow": f"{tf}.*", "tf_keras": f"{tf}.*"},
            [f"tensorflow=={tf}.*", f"tf_keras=={tf}.*"], "tensorflow,test", ["tensorflow", "tf_keras", "keras"],
-           systems("numpy", "tf-concat", "tf1", "tf-keras", "keras-tf"), env={"KERAS_BACKEND": "tensorflow"})
+           selection("tensorflow"), env={"KERAS_BACKEND": "tensorflow"})
 
 
 @nox.session(python=PYTHON)
@@ -81,8 +93,7 @@ def tensorflow(session, tf):
 def keras(session, keras):
     """Keras 3 minor versions, each on all three backends (TensorFlow, JAX, PyTorch 2.13.0)."""
     _entry(session, f"keras-{keras}", {"keras": f"{keras}.*"}, [f"keras=={keras}.*"], "keras,test",
-           ["keras", "tensorflow", "jax", "torch"], systems("numpy", "torch", "keras", exclude=("torch-onnx",)),
-           torch=True)
+           ["keras", "tensorflow", "jax", "torch"], selection("keras"), torch=TORCH)
 
 
 @nox.session(python=PYTHON)
@@ -90,7 +101,32 @@ def keras(session, keras):
 def jax(session, jax):
     """JAX versions, under Flax and under Keras 3's JAX backend (run in this process: KERAS_BACKEND=jax)."""
     _entry(session, f"jax-{jax}", {"jax": jax, "jaxlib": jax}, [f"jax=={jax}", f"jaxlib=={jax}", "keras"],
-           "flax,test", ["jax", "flax", "keras"], systems("numpy", "flax", "keras-jax"), env={"KERAS_BACKEND": "jax"})
+           "flax,equinox,test", ["jax", "flax", "equinox", "keras"], selection("jax"), env={"KERAS_BACKEND": "jax"})
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("ort", ["1.24.4", "1.32.0"])
+def onnxruntime(session, ort):
+    """ONNX Runtime versions: the ONNX nodes the suite builds and the models torch's exporters write."""
+    _entry(session, f"onnxruntime-{ort}", {"onnxruntime": ort}, [f"onnxruntime=={ort}"], "onnx,test",
+           ["onnxruntime", "onnx", "torch"], selection("onnxruntime"), torch=TORCH)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("ov", ["2025.4.1", "2026.4.1"])
+def openvino(session, ov):
+    """OpenVINO versions, CPU: the ONNX nodes the suite builds."""
+    _entry(session, f"openvino-{ov}", {"openvino": ov}, [f"openvino=={ov}"], "openvino,test", ["openvino", "onnx"],
+           selection("openvino"))
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("version", ["2.13.0", "2.14.1"])
+def torch(session, version):
+    """torch versions: the CPU wheel on this machine's disk (2.13.0), and a CUDA build run on the CPU (2.14.1,
+    ~5.5 GB with its NVIDIA libraries); its modules and the ONNX its exporters write."""
+    _entry(session, f"torch-{version}", {"torch": version}, [], "onnx,test", ["torch", "onnx", "onnxruntime"],
+           selection("torch"), torch=TORCH if version == "2.13.0" else f"torch=={version}")
 
 
 @nox.session(python=False)

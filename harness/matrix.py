@@ -20,13 +20,32 @@ import re
 from pathlib import Path
 
 SESSION_FILE = "session.json"
+
+# What each kind of matrix entry runs: the systems whose names start with one of the prefixes (what the
+# entry's pins change), less those starting with an exclusion. noxfile.py's sessions select with it, and
+# tests/harness/test_matrix.py holds docs/MATRIX.md to it (every selected system of this commit has a row).
+SELECTIONS = {
+    "tensorflow": (("numpy", "tf-concat", "tf1", "tf-keras", "keras-tf"), ()),
+    "keras": (("numpy", "torch", "keras"), ("torch-onnx",)),
+    "jax": (("numpy", "flax", "equinox", "keras-jax"), ()),
+    "onnxruntime": (("numpy", "onnx-ort", "torch-onnx"), ()),
+    "openvino": (("numpy", "onnx-openvino"), ()),
+    "torch": (("numpy", "torch"), ()),
+}
+
+
+def selected(kind: str, names) -> list[str]:
+    """The systems among ``names`` an entry of ``kind`` runs (``SELECTIONS``)."""
+    prefixes, exclude = SELECTIONS[kind]
+    return [n for n in names if n.startswith(prefixes) and not n.startswith(exclude)]
 REPORT_FILE = "equivalence.json"
 # How far an entry got; only "tests ran" has a report.
 STATUSES = ("install failed", "import failed", "tests ran")
 
 
 def write_session(directory, *, session: str, requested: dict, status: str, message: str = "",
-                  installed: dict | None = None, pytest_exit: int | None = None) -> None:
+                  installed: dict | None = None, pytest_exit: int | None = None,
+                  seconds: float | None = None) -> None:
     """The record a matrix entry leaves beside its report (or instead of it)."""
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
@@ -34,7 +53,7 @@ def write_session(directory, *, session: str, requested: dict, status: str, mess
     directory.mkdir(parents=True, exist_ok=True)
     (directory / SESSION_FILE).write_text(json.dumps({
         "session": session, "requested": requested, "status": status, "message": message,
-        "installed": installed or {}, "pytest_exit": pytest_exit}, indent=2) + "\n")
+        "installed": installed or {}, "pytest_exit": pytest_exit, "seconds": seconds}, indent=2) + "\n")
 
 
 def _natural(path: Path):
@@ -78,15 +97,21 @@ def markdown(entries: list[dict], title_date: str | None = None) -> str:
     lines = ["# Version matrix", "",
              f"Merged {date} from {len(entries)} matrix entries"
              + (f"; machine: {env['cpu']} ({env['cores']} cores), {env['os']}, Python {env['python']}." if env else "."),
-             "", "Regenerate: `nox` (every session, then `matrix`), or one entry: `nox -s \"tensorflow(tf='2.20')\"` "
-             "then `nox -s matrix`.", "",
+             "", "Regenerate: `nox` (every session at full depth, then `matrix`; `nox -- --depth=default` at the "
+             "default depth), or one entry: `nox -s \"tensorflow(tf='2.20')\"` then `nox -s matrix`.", "",
              "## Entries", "",
-             "| entry | asked for | installed | status | tests |", "|---|---|---|---|---|"]
+             "Depth: the combinations of factors each system ran (README, \"Depth\"); time: the entry's pytest run "
+             "on this machine, installs not counted.", "",
+             "| entry | asked for | installed | status | depth | time | tests |", "|---|---|---|---|---|---|---|"]
     for e in entries:
         asked = ", ".join(f"{k} {v}" for k, v in e["requested"].items())
         installed = ", ".join(f"{k} {v}" for k, v in e["installed"].items())
         status = e["status"] + (f": {e['message']}" if e["message"] else "")
-        lines.append(f"| {e['session']} | {asked} | {installed} | {status.replace('|', '/')} | {_outcomes(e['report'])} |")
+        depth = (e["report"] or {}).get("depth", "")
+        seconds = e.get("seconds")
+        took = f"{seconds / 60:.1f} min" if seconds is not None else ""
+        lines.append(f"| {e['session']} | {asked} | {installed} | {status.replace('|', '/')} | {depth} | {took} "
+                     f"| {_outcomes(e['report'])} |")
 
     systems = sorted({(s["system"], s["dtype"]) for e in ran for s in e["report"]["systems"]})
     lines += ["", "## System x entry", "",
@@ -141,10 +166,12 @@ def main(argv=None) -> int:
     record.add_argument("--status", required=True, choices=STATUSES)
     record.add_argument("--message", default="")
     record.add_argument("--installed", default="", help="comma-separated distributions whose versions to record")
+    record.add_argument("--seconds", type=float, default=None, help="how long the entry's pytest run took")
     args = parser.parse_args(argv)
     if args.command == "record":
         write_session(args.directory, session=args.session, requested=args.requested, status=args.status,
-                      message=args.message, installed=installed_versions(filter(None, args.installed.split(","))))
+                      message=args.message, installed=installed_versions(filter(None, args.installed.split(","))),
+                      seconds=args.seconds)
         return 0
     Path(args.output).write_text(markdown(load_entries(args.root)))
     print(f"wrote {args.output}")

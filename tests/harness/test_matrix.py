@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from frameworks import ADAPTERS
 from harness import matrix
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,9 +35,24 @@ def test_merge_gives_each_system_a_row_and_each_entry_a_column(tmp_path):
     _entry(tmp_path, "tf-d", "tests ran", _report("tf1", verdict="FAILED: 1 test(s)", failed=["tests/x.py::t"]))
     text = matrix.markdown(matrix.load_entries(tmp_path))
     assert "| tf1 | float32 | ✓ 0.164 | ✗ 3.500 | not run | ✗ FAILED: 1 test(s) |" in text
-    assert "| tf-c | tensorflow tf-c | numpy 2 | install failed: pip: no matching distribution |  |" in text
+    assert "| tf-c | tensorflow tf-c | numpy 2 | install failed: pip: no matching distribution |  |  |  |" in text
     assert "- tf-d, tf1: `tests/x.py::t`: boom" in text
     assert "- tf1 float32: ✓ in tf-a, ✗ in tf-b, ✗ in tf-d" in text
+
+
+def test_merge_names_each_entrys_depth_and_the_time_its_run_took(tmp_path):
+    _entry(tmp_path, "tf-a", "tests ran", {**_report("tf1"), "depth": "default"})
+    session = json.loads((tmp_path / "tf-a" / matrix.SESSION_FILE).read_text())
+    (tmp_path / "tf-a" / matrix.SESSION_FILE).write_text(json.dumps({**session, "seconds": 330}))
+    text = matrix.markdown(matrix.load_entries(tmp_path))
+    assert "| tf-a | tensorflow tf-a | numpy 2 | tests ran | default | 5.5 min | 4 passed |" in text
+
+
+def test_every_kind_of_entry_selects_systems_of_its_own():
+    names = list(ADAPTERS)
+    for kind in matrix.SELECTIONS:
+        own = [n for n in matrix.selected(kind, names) if not n.startswith("numpy")]
+        assert own, f"matrix entries of kind {kind!r} select no system of their own"
 
 
 def test_merge_of_nothing_is_an_error_that_says_what_to_run(tmp_path):
