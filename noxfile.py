@@ -131,8 +131,10 @@ def torch(session, version):
 
 @nox.session(python=False)
 def matrix(session):
-    """Merge every entry's session.json and report into docs/MATRIX.md."""
-    session.run(sys.executable, "-m", "harness.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"))
+    """Merge every entry's session.json and report into docs/MATRIX.md, after the committed report's column (the
+    versions of the project's own environment, at full depth)."""
+    session.run(sys.executable, "-m", "harness.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"),
+                "--committed", str(ROOT / "docs" / "equivalence.json"))
 
 
 # --- tools that cannot live in the main environment (Adapter.environment) -------------------------------

@@ -61,8 +61,22 @@ def _natural(path: Path):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.parent.name)]
 
 
-def load_entries(root) -> list[dict]:
-    entries = []
+COMMITTED = "committed"  # the entry of the committed report (``committed_entry``)
+
+
+def committed_entry(path) -> dict:
+    """The committed report (docs/equivalence.json) as the matrix's first entry: the suite at full depth on
+    the versions of the project's own environment, every system of it. An entry whose pins are those
+    versions would repeat it."""
+    report = json.loads(Path(path).read_text())
+    return {"session": COMMITTED, "requested": {"the project's extras": "pyproject.toml"}, "status": "tests ran",
+            "message": f"{Path(path).name}, {report['date'][:10]}", "installed": report["environment"]["versions"],
+            "pytest_exit": None, "seconds": None, "report": report}
+
+
+def load_entries(root, committed=None) -> list[dict]:
+    """Every entry under ``root`` (one folder each), after the committed report's where ``committed`` names it."""
+    entries = [committed_entry(committed)] if committed else []
     for session_file in sorted(Path(root).glob(f"*/{SESSION_FILE}"), key=_natural):
         entry = json.loads(session_file.read_text())
         report = session_file.with_name(REPORT_FILE)
@@ -70,7 +84,7 @@ def load_entries(root) -> list[dict]:
         if entry["status"] == "tests ran" and entry["report"] is None:
             entry["message"] = f"no {REPORT_FILE}: pytest exited {entry['pytest_exit']}"
         entries.append(entry)
-    if not entries:
+    if not entries or entries == [e for e in entries if e["session"] == COMMITTED]:
         raise SystemExit(f"no {SESSION_FILE} under {root}: run the matrix sessions first")
     return entries
 
@@ -159,6 +173,7 @@ def main(argv=None) -> int:
     merge = commands.add_parser("merge", help="merge every entry under ROOT into one Markdown table")
     merge.add_argument("root", help="folder holding one sub-folder per matrix entry")
     merge.add_argument("--output", required=True, help="the Markdown file to write")
+    merge.add_argument("--committed", default=None, help="the committed report (equivalence.json): the first column")
     record = commands.add_parser("record", help="write an entry's session.json")
     record.add_argument("directory")
     record.add_argument("--session", required=True)
@@ -173,7 +188,7 @@ def main(argv=None) -> int:
                       message=args.message, installed=installed_versions(filter(None, args.installed.split(","))),
                       seconds=args.seconds)
         return 0
-    Path(args.output).write_text(markdown(load_entries(args.root)))
+    Path(args.output).write_text(markdown(load_entries(args.root, args.committed)))
     print(f"wrote {args.output}")
     return 0
 

@@ -48,6 +48,21 @@ def test_merge_names_each_entrys_depth_and_the_time_its_run_took(tmp_path):
     assert "| tf-a | tensorflow tf-a | numpy 2 | tests ran | default | 5.5 min | 4 passed |" in text
 
 
+def test_the_committed_report_is_the_first_column(tmp_path):
+    _entry(tmp_path / "entries", "tf-a", "tests ran", _report("tf1", ratio=0.164))
+    committed = {**_report("tf1", ratio=0.25), "date": "2026-11-26T05:00:00+00:00", "depth": "full"}
+    committed["environment"]["versions"] = {"tensorflow": "2.21.0"}
+    (tmp_path / "equivalence.json").write_text(json.dumps(committed))
+    entries = matrix.load_entries(tmp_path / "entries", tmp_path / "equivalence.json")
+    assert [e["session"] for e in entries] == ["committed", "tf-a"]
+    text = matrix.markdown(entries)
+    assert "| tf1 | float32 | ✓ 0.250 | ✓ 0.164 |" in text
+    assert "| committed | the project's extras pyproject.toml | tensorflow 2.21.0 | tests ran: equivalence.json, " \
+           "2026-11-26 | full |  | 4 passed |" in text
+    with pytest.raises(SystemExit, match="run the matrix sessions first"):
+        matrix.load_entries(tmp_path / "nothing", tmp_path / "equivalence.json")
+
+
 def test_every_kind_of_entry_selects_systems_of_its_own():
     names = list(ADAPTERS)
     for kind in matrix.SELECTIONS:
