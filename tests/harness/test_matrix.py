@@ -70,6 +70,33 @@ def test_every_kind_of_entry_selects_systems_of_its_own():
         assert own, f"matrix entries of kind {kind!r} select no system of their own"
 
 
+def _table(text: str, heading: str) -> list[list[str]]:
+    """The rows of the Markdown table under ``heading`` (the header row first), each a list of its cells."""
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    return [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("|---")]
+
+
+def test_the_committed_matrix_ran_every_system_its_entries_select():
+    """docs/MATRIX.md is as current as this commit's systems: for every kind of entry, some entry of that
+    kind ran, and every system of the main environment it selects (harness.matrix.SELECTIONS) has a
+    verdict in one of that kind's columns; the README cites it without a caveat."""
+    text = (ROOT / "docs" / "MATRIX.md").read_text()
+    entries = [row[0] for row in _table(text, "Entries")[1:]]
+    header, *rows = _table(text, "System x entry")
+    assert rows, "docs/MATRIX.md has no system rows"
+    main = [name for name, cls in ADAPTERS.items() if not cls.environment]
+    for kind in matrix.SELECTIONS:
+        columns = [i for i, name in enumerate(header) if name.startswith(f"{kind}-")]
+        assert columns and all(header[i] in entries for i in columns), (
+            f"docs/MATRIX.md has no {kind!r} entry; run nox -s {kind}, then nox -s matrix")
+        ran = {row[0] for row in rows if any(row[i] != "not run" for i in columns)}
+        missing = sorted(set(matrix.selected(kind, main)) - ran)
+        assert not missing, f"docs/MATRIX.md predates systems its {kind!r} entries select: {missing}; run nox"
+    readme = (ROOT / "README.md").read_text()
+    assert "[docs/MATRIX.md](docs/MATRIX.md) (older" not in readme
+
+
 def test_merge_of_nothing_is_an_error_that_says_what_to_run(tmp_path):
     with pytest.raises(SystemExit, match="run the matrix sessions first"):
         matrix.load_entries(tmp_path)
