@@ -27,7 +27,8 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 from frameworks import ADAPTERS  # noqa: E402  (the registry imports no framework)
-from harness.matrix import selected, write_session  # noqa: E402
+from harness import matrix as matrix_plan  # noqa: E402
+from harness.matrix import write_session  # noqa: E402
 
 REPORTS = ROOT / "matrix-reports"
 PYTHON = "3.11"
@@ -44,17 +45,17 @@ def systems(*prefixes: str, exclude: tuple[str, ...] = ()) -> str:
 
 def selection(kind: str) -> str:
     """The systems an entry of ``kind`` runs (harness.matrix.SELECTIONS), comma-separated."""
-    return ",".join(selected(kind, ADAPTERS))
+    return ",".join(matrix_plan.selected(kind, ADAPTERS))
 
 
 def _entry(session, label: str, requested: dict, pins: list[str], extras: str, modules: list[str],
-           selected: str, env: dict | None = None, torch: str | None = None) -> None:
+           selected: str, env: dict | None = None, torch_pin: str | None = None) -> None:
     out = REPORTS / label
     record = dict(session=label, requested=requested)
     shutil.rmtree(out, ignore_errors=True)  # a report left by an earlier run must not stand in for this one
     try:
-        if torch:  # first, so that nothing asks pip for another torch
-            session.install(torch)
+        if torch_pin:  # first, so that nothing asks pip for another torch
+            session.install(torch_pin)
         session.install("-e", f".[{extras}]", *pins)
     except nox.command.CommandFailed as error:
         write_session(out, status="install failed", message=f"pip install {' '.join(pins)}: {error}", **record)
@@ -93,7 +94,7 @@ def tensorflow(session, tf):
 def keras(session, keras):
     """Keras 3 minor versions, each on all three backends (TensorFlow, JAX, PyTorch 2.13.0)."""
     _entry(session, f"keras-{keras}", {"keras": f"{keras}.*"}, [f"keras=={keras}.*"], "keras,test",
-           ["keras", "tensorflow", "jax", "torch"], selection("keras"), torch=TORCH)
+           ["keras", "tensorflow", "jax", "torch"], selection("keras"), torch_pin=TORCH)
 
 
 @nox.session(python=PYTHON)
@@ -109,7 +110,7 @@ def jax(session, jax):
 def onnxruntime(session, ort):
     """ONNX Runtime versions: the ONNX nodes the suite builds and the models torch's exporters write."""
     _entry(session, f"onnxruntime-{ort}", {"onnxruntime": ort}, [f"onnxruntime=={ort}"], "onnx,test",
-           ["onnxruntime", "onnx", "torch"], selection("onnxruntime"), torch=TORCH)
+           ["onnxruntime", "onnx", "torch"], selection("onnxruntime"), torch_pin=TORCH)
 
 
 @nox.session(python=PYTHON)
@@ -126,7 +127,7 @@ def torch(session, version):
     """torch versions: the CPU wheel on this machine's disk (2.13.0), and a CUDA build run on the CPU (2.14.1,
     ~5.5 GB with its NVIDIA libraries); its modules and the ONNX its exporters write."""
     _entry(session, f"torch-{version}", {"torch": version}, [], "onnx,test", ["torch", "onnx", "onnxruntime"],
-           selection("torch"), torch=TORCH if version == "2.13.0" else f"torch=={version}")
+           selection("torch"), torch_pin=TORCH if version == "2.13.0" else f"torch=={version}")
 
 
 @nox.session(python=False)
