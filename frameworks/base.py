@@ -89,6 +89,9 @@ class Adapter(TestPlan, Mapping):
     # of its nox session (noxfile.py). "" for the main environment. A run that does not name such a system
     # leaves it out (harness.selection), and the report says where it runs.
     environment: str = ""
+    # A setting the suite runs the system with and its verdict holds under, which a user must set too where
+    # the system's default differs (docs/ANSWERS.md and ``compare`` then answer "Only if"); "" for none.
+    runs_with: str = ""
     # Padded batches (reference.padding): the sides of padding the system takes (``TestPlan.padded_configs``
     # says in which configurations it is compared), and its name for the lengths.
     padding_sides: tuple[str, ...] = ("post",)

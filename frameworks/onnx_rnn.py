@@ -331,6 +331,8 @@ class OpenVinoEvaluation:
     requires = ("onnx", "openvino")
     dtypes = ("float32",)  # OpenVINO's CPU plugin computes in float32 at most (an f64 model is converted)
     precision_hint = "f32"
+    runs_with = ("OpenVINO compiles the model with INFERENCE_PRECISION_HINT=f32: at its default, on a CPU with bf16 "
+                 "or f16 arithmetic, it computes in that precision (a proved difference where measured)")
 
     def start(self):
         super().start()

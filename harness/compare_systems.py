@@ -143,9 +143,13 @@ def decide(cls_a, cls_b, rows: list[dict], refusal: str | None) -> tuple[str, st
     if refusal:
         return "Only if", f"Both compute the {member(cls_a)} cell within their bounds, but {refusal.rstrip('.')}{caveat}"
     worst = max(r["worst_ratio"] for r in rows)
-    return "Yes", (f"Both compute the {member(cls_a)} cell within the derived bound on the same canonical "
-                   f"parameters ({sum(r['cases'] for r in rows)} cases, worst err/bound {worst:.3g}), so they agree "
-                   f"within the sum of their bounds once mapped{caveat}")
+    agree = (f"Both compute the {member(cls_a)} cell within the derived bound on the same canonical "
+             f"parameters ({sum(r['cases'] for r in rows)} cases, worst err/bound {worst:.3g}), so they agree "
+             f"within the sum of their bounds once mapped{caveat}")
+    settings = list(dict.fromkeys(cls.runs_with for cls in (cls_a, cls_b) if cls.runs_with))
+    if settings:  # the verdict holds under a setting the system's default may not have
+        return "Only if", f"Only with the setting the suite runs: {'; '.join(settings)}. {agree}"
+    return "Yes", agree
 
 
 def answer(a: str, b: str, depth: str = "quick", seed: int = 0) -> Answer:

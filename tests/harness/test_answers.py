@@ -47,6 +47,9 @@ def test_the_rule():
     assert decide(torch_gru, keras_gru, [row("torch-gru")], None)[0] == "No"  # one side never ran
     assert decide(torch_gru, keras_gru, [row("torch-gru"), row("keras-tf-gru", verdict="NOT equivalent")],
                   None)[0] == "No"
+    ort, openvino = ADAPTERS["onnx-ort"], ADAPTERS["onnx-openvino"]
+    verdict, reason = decide(ort, openvino, [row("onnx-ort"), row("onnx-openvino")], None)
+    assert verdict == "Only if" and "INFERENCE_PRECISION_HINT=f32" in reason  # OpenVINO's runs_with
     noted = row("keras-tf-gru", "float64", "NOT equivalent where noted below", ("float64 computed in float32",))
     verdict, reason = decide(torch_gru, keras_gru, both + [noted], None)
     assert verdict == "Only if" and "float64 computed in float32" in reason
