@@ -39,8 +39,9 @@ nox.options.sessions = ["tensorflow", "keras", "jax", "onnxruntime", "openvino",
 nox.options.reuse_venv = "yes"
 
 
-def systems(*prefixes: str, exclude: tuple[str, ...] = ()) -> str:
-    return ",".join(n for n in ADAPTERS if n.startswith(prefixes) and not n.startswith(exclude))
+def systems(*prefixes: str) -> str:
+    """The systems whose names start with one of ``prefixes``, comma-separated."""
+    return ",".join(matrix_plan.starting_with(ADAPTERS, prefixes))
 
 
 def selection(kind: str) -> str:

@@ -34,10 +34,14 @@ SELECTIONS = {
 }
 
 
+def starting_with(names, prefixes: tuple[str, ...], exclude: tuple[str, ...] = ()) -> list[str]:
+    """The names that start with one of ``prefixes`` and with none of ``exclude``, in their order."""
+    return [n for n in names if n.startswith(prefixes) and not n.startswith(exclude)]
+
+
 def selected(kind: str, names) -> list[str]:
     """The systems among ``names`` an entry of ``kind`` runs (``SELECTIONS``)."""
-    prefixes, exclude = SELECTIONS[kind]
-    return [n for n in names if n.startswith(prefixes) and not n.startswith(exclude)]
+    return starting_with(names, *SELECTIONS[kind])
 REPORT_FILE = "equivalence.json"
 # How far an entry got; only "tests ran" has a report.
 STATUSES = ("install failed", "import failed", "tests ran")
@@ -76,7 +80,7 @@ def committed_entry(path) -> dict:
 
 def load_entries(root, committed=None) -> list[dict]:
     """Every entry under ``root`` (one folder each), after the committed report's where ``committed`` names it."""
-    entries = [committed_entry(committed)] if committed else []
+    entries = []
     for session_file in sorted(Path(root).glob(f"*/{SESSION_FILE}"), key=_natural):
         entry = json.loads(session_file.read_text())
         report = session_file.with_name(REPORT_FILE)
@@ -84,9 +88,9 @@ def load_entries(root, committed=None) -> list[dict]:
         if entry["status"] == "tests ran" and entry["report"] is None:
             entry["message"] = f"no {REPORT_FILE}: pytest exited {entry['pytest_exit']}"
         entries.append(entry)
-    if not entries or entries == [e for e in entries if e["session"] == COMMITTED]:
+    if not entries:
         raise SystemExit(f"no {SESSION_FILE} under {root}: run the matrix sessions first")
-    return entries
+    return ([committed_entry(committed)] if committed else []) + entries
 
 
 def cell_text(system: dict) -> str:
