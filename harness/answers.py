@@ -1,93 +1,40 @@
 """docs/ANSWERS.md: the questions people ask, each answered from the committed report (docs/equivalence.json),
-never written by hand:
+never edited by hand:
 
     python -m harness.answers            # docs/equivalence.json -> docs/ANSWERS.md
 
-A question is data (``QUESTIONS``): its anchor, its title, the pairs of systems it is about and the proved
-differences that concern it (a phrase of their reasons). Its answer is computed: each pair's verdict by the
-rule ``compare`` uses (``harness.compare_systems.decide``: Yes, No or Only if, from both systems' rows and
-the mapping between them), the differences with their measured sizes, the known upstream issues met, the
-mapping as code, the evidence with links to the report's rows, and the command that re-checks it on one's
-own versions. Then every system of a family against the family member's anchor (PyTorch's where there is
-one), as in the report's pair tests. tests/harness/test_answers.py regenerates the page from the committed
-report and holds it equal to the committed page, so no answer can cite a figure the report does not have.
+A question (``harness.questions``) is answered as the best answers on the subject are written: the verdict
+in the first sentence, for the frameworks' default settings, with the one condition that changes it; one
+formula that explains it; the mapping in the asker's own frameworks, ending in a check; one caveat; then
+the evidence. The words of a lead are written in ``harness.questions``, its verdict is checked here against
+the report (``check_claim``): a Yes with a difference proved on its subject, or a No with none, stops the
+generator. Each difference is listed once, its systems grouped; each pair's evidence is one table row.
+Then every system of a family against an anchor with no known issue, float32 and float64 apart.
+tests/harness/test_answers.py regenerates the page from the committed report and holds it equal to the
+committed page, and holds each rule of the page; tests/harness/test_answer_snippets.py runs its code.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compare_systems import answer_from_report
+from harness.compare_systems import answer_from_report, decide, mapping_lines
+from harness.questions import QUESTIONS, Claim, Question, kind_of
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "equivalence.json"
 PAGE = ROOT / "docs" / "ANSWERS.md"
+BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
+LEAD_WORDS = 60  # a lead longer than this is not read to its end
+CELL_CHARACTERS = 200  # the anchor table's cells
+FIGURES = "#reading-the-figures"
 
 
-@dataclass(frozen=True)
-class Question:
-    anchor: str
-    title: str
-    pairs: tuple[tuple[str, str], ...]
-    differences: tuple[str, ...] = ()  # phrases of the proved non-equivalences' reasons that concern it
-
-
-QUESTIONS = (
-    Question("concat-vs-split", "Is one concatenated matrix multiplication the same as two? "
-             "(`h_t = g(W_h [h_{t-1}; x_t] + b)` vs `g(W_hh h_{t-1} + W_hx x_t + b)`; TF1 `BasicRNNCell`, "
-             "Keras `SimpleRNNCell`, PyTorch `RNNCell`)",
-             (("numpy-concat", "numpy-split"), ("tf-concat", "torch"), ("tf1", "torch"), ("keras-tf", "torch"),
-              ("tf1", "keras-tf"))),
-    Question("one-bias-or-two", "Is PyTorch's `bias_ih + bias_hh` the same as Keras's one `bias`? "
-             "(and in training?)",
-             (("torch", "keras-tf"), ("torch-lstm", "keras-tf-lstm"), ("torch-lstm-rnn", "keras-tf-lstm-rnn")),
-             ("SGD on one stored bias", "Adam's defaults")),
-    Question("gru-variants", "Is PyTorch's GRU the same as Keras's GRU? (`reset_after`, ONNX's "
-             "`linear_before_reset`)",
-             (("torch-gru", "keras-tf-gru"), ("torch-gru", "keras-tf-gru-reset-before"),
-              ("torch-gru", "onnx-ort-gru"), ("onnx-ort-gru", "onnx-ort-gru-reset-before"),
-              ("torch-gru", "tf1-gru"), ("torch-gru", "flax-nnx-gru"), ("torch-gru", "equinox-gru")),
-             ("reset after applies r", "GRU reset after vs reset before", "escapes the reset gate")),
-    Question("hard-sigmoid", "Is Keras 2's `hard_sigmoid` the same as Keras 3's?",
-             (("tf-keras", "keras-tf"), ("tf-keras-gru", "keras-tf-gru"), ("tf-keras-lstm", "keras-tf-lstm")),
-             ("'hard_sigmoid' is", "jax.nn.hard_sigmoid")),
-    Question("forget-bias", "Is TF1's `BasicLSTMCell` (with `forget_bias=1.0`) the same as PyTorch's "
-             "`LSTMCell`?",
-             (("tf1-basic-lstm", "torch-lstm"), ("tf1-lstm", "torch-lstm")),
-             ("forget_bias",)),
-    Question("padded-steps", "Do PyTorch, Keras and ONNX agree on padded batches? (zeros or the last output "
-             "on padded steps; pre-padding)",
-             (("torch-rnn", "keras-tf-rnn"), ("torch-lstm-rnn", "keras-tf-lstm-rnn"), ("torch-rnn", "onnx-ort")),
-             ("on padded steps", "assumes post-padding", "ignores sequence_lens")),
-    Question("gradients-and-steps", "Are the gradients and one optimizer step the same?",
-             (("torch-lstm", "keras-tf-lstm"), ("torch-gru", "flax-linen-gru"), ("torch-lstm", "equinox-lstm")),
-             ("SGD on one stored bias", "Adam's defaults", ": gradients")),
-    Question("clips-and-peepholes", "Are LSTM clipping and peepholes the same across TF1, ONNX Runtime and "
-             "OpenVINO?",
-             (("tf1-lstm", "onnx-ort-lstm"), ("onnx-ort-lstm", "onnx-openvino-lstm")),
-             ("clip", "drops it", "peephole")),
-    Question("exporters", "Does my model still compute the same after `torch.onnx.export` or tf2onnx?",
-             (("torch-rnn", "torch-onnx-legacy"), ("torch-rnn", "torch-onnx-dynamo"),
-              ("torch-lstm-rnn", "torch-onnx-legacy-lstm"), ("tf-keras-rnn", "tf2onnx-keras2-rnn"))),
-    Question("tflite", "Does my Keras model still compute the same after TFLite conversion (`TFLiteConverter`, run in "
-             "LiteRT)?",
-             (("tf-keras-rnn", "tflite-keras2-rnn"), ("keras-tf-lstm-rnn", "tflite-keras2-lstm-rnn"),
-              ("keras-tf-lstm-rnn", "tflite-keras-tf-lstm-rnn"), ("keras-tf-gru-rnn", "tflite-keras-tf-gru-rnn"))),
-    Question("onnx2tf", "Does an ONNX RNN, LSTM or GRU still compute the same after onnx2tf (ONNX to TFLite)?",
-             (("onnx-ort", "onnx2tf-rnn"), ("onnx-ort-lstm", "onnx2tf-lstm"), ("onnx-ort-gru", "onnx2tf-gru"),
-              ("onnx-ort-gru-reset-before", "onnx2tf-gru-reset-before")),
-             ("onnx2tf",)),
-    Question("nobuco", "Does my PyTorch LSTM or GRU still compute the same after nobuco (PyTorch to Keras)?",
-             (("torch-lstm-rnn", "nobuco-lstm"), ("torch-gru-rnn", "nobuco-gru")),
-             ("nobuco",)),
-    Question("runtimes", "Do ONNX Runtime, OpenVINO and `onnx.reference` compute the same ONNX node?",
-             (("onnx-ort", "onnx-openvino"), ("onnx-ort-lstm", "onnx-openvino-lstm"),
-              ("onnx-ort-gru", "onnx-openvino-gru"), ("onnx-ort", "onnx-reference")),
-             ("onnx.reference ignores", "OpenVINO")),
-)
+class AnswerContradicted(ValueError):
+    """A lead's verdict that the report does not bear out."""
 
 
 def _report_link(row_anchor: str, report_page: str = "EQUIVALENCE.md") -> str:
@@ -107,56 +54,216 @@ def with_environments(report: dict, root: Path = ROOT) -> dict:
     return merged
 
 
-def pair_section(result, report) -> list[str]:
-    """One pair's answer, in Markdown."""
-    lines = [f"**{result.a} and {result.b}: {result.verdict}.** {result.reason.rstrip('.')}.", "", "```python"]
-    lines += result.mapping + ["```", ""]
-    lines += [f"- {e['system']} {e['dtype']}: {e['cases']} cases, worst err/bound {e['worst_ratio']:.3g}"
-              + (f", {e['known_issue_cases']} known-issue cases" if e["known_issue_cases"] else "")
-              + f", {e['verdict']} ({e['versions']}; {_report_link(e['anchor'], e['page'])})" for e in result.evidence]
-    known = [f for f in result.findings if ": known issue: " in f]
-    if known:
-        lines += ["", "Known upstream issues met:", ""] + [f"- {f}" for f in known]
-    lines += ["", f"Re-check on your versions: `{result.run['command'].replace('--depth=' + report['depth'], '--depth=full')}`", ""]
+# --- the lead -----------------------------------------------------------------------------------------------
+
+def proved(subject, report: dict) -> list[dict]:
+    """The report's proved differences (beyond their bound) that ``subject`` is about."""
+    return [n for n in report["non_equivalences"] if subject.matches(n) and n["ratio"] > 1]
+
+
+def check_claim(question: Question, claim: Claim, report: dict) -> None:
+    """AnswerContradicted unless the report bears ``claim`` out: a Yes with no difference proved on its
+    subject and every pair of it Yes; a No or an Only if with a difference proved, or a pair answered so."""
+    found = proved(claim.proof, report) if claim.proof else []
+    verdicts = {answer_from_report(a, b, report).verdict for a, b in claim.pairs}
+    where = f"{question.anchor}: the lead says {claim.verdict}{' for ' + claim.about if claim.about else ''}"
+    if claim.verdict == "Yes":
+        if found:
+            raise AnswerContradicted(f"{where}, but the report proves {found[0]['system']} vs "
+                                     f"{found[0]['against']}: {found[0]['reason']}")
+        if verdicts - {"Yes"}:
+            raise AnswerContradicted(f"{where}, but its pairs are answered {sorted(verdicts)}")
+    elif claim.verdict in ("No", "Only if"):
+        if not found and claim.verdict not in verdicts:
+            raise AnswerContradicted(f"{where}, but the report proves no difference on its subject and no pair "
+                                     f"of it is answered {claim.verdict}")
+        if claim.verdict == "Only if" and not claim.condition:
+            raise AnswerContradicted(f"{where} with no condition")
+    else:
+        raise AnswerContradicted(f"{where}: expected Yes, No or Only if")
+
+
+def claim_sentence(claim: Claim) -> str:
+    about = f" for {claim.about}" if claim.about else ""
+    if claim.verdict == "Only if":
+        return f"**Only if** {claim.condition}{about}: {claim.text}."
+    return f"**{claim.verdict}**{about}: {claim.text}."
+
+
+def lead(question: Question, report: dict) -> str:
+    """The question's first paragraph: each claim's verdict, checked against ``report`` first."""
+    for claim in question.claims:
+        check_claim(question, claim, report)
+    return " ".join(claim_sentence(claim) for claim in question.claims)
+
+
+def plain(markdown: str) -> str:
+    """A lead for a terminal: the Markdown's emphasis and code marks taken out."""
+    return re.sub(r"\*\*|`", "", markdown)
+
+
+def lead_for(a: str, b: str, report: dict | None = None) -> tuple[Question, str] | None:
+    """The page's question about the pair A, B (either order) and its lead, from the committed report:
+    what ``rnn-equivalence compare`` prints above its own run's answer. None for a pair no question has."""
+    for question in QUESTIONS:
+        if (a, b) in question.pairs or (b, a) in question.pairs:
+            if report is None:
+                if not REPORT.exists():  # an installed package without the repository's docs
+                    return None
+                report = with_environments(json.loads(REPORT.read_text()))
+            return question, lead(question, report)
+    return None
+
+
+def words(text: str) -> int:
+    return len(re.sub(r"[*`]", "", text).split())
+
+
+# --- figures ------------------------------------------------------------------------------------------------
+
+def ratio(value: float) -> str:
+    return "inf" if value == float("inf") else f"{value:.3g}"
+
+
+def speed_sentence(path: Path = BENCHMARKS) -> str:
+    """The concat-vs-split speed, quoted from the benchmark's page (benchmarks/rnn_formulas.py)."""
+    text = path.read_text()
+    concat = re.search(r"^Median concat/split over all sizes: (.*)\.$", text, re.M)
+    hoisted = re.search(r"^Median hoisted/split over the 100-step sequences: (.*)\.$", text, re.M)
+    if not (concat and hoisted):
+        raise AnswerContradicted(f"{path}: the medians the answer quotes are missing; rerun benchmarks/rnn_formulas.py")
+    medians = lambda line: ", ".join(re.sub(r" \(range [^)]*\)", "", part) for part in line.split(", "))  # noqa: E731
+    return (f"neither is reliably faster. One concatenated multiply takes {medians(concat.group(1))} of the split "
+            f"form's time (median per framework, [BENCHMARKS.md](BENCHMARKS.md)). What the split form allows is "
+            f"hoisting `W_hx x_t` for all steps into one multiply before the loop: {medians(hoisted.group(1))} of "
+            f"the split time over 100 steps.")
+
+
+def concat_figures(report: dict) -> dict:
+    rows = [r for r in report["systems"] if r["system"] in ("numpy-concat", "numpy-split", "tf-concat", "torch")]
+    worst = max(r["worst_ratio"] for r in rows)
+    exact = sorted({f"{r['system']} {r['dtype']}" for r in rows if r["worst_ratio"] == 0 or r.get("bitwise_integer_case")})
+    return {"worst_concat": f"worst err/bound {ratio(worst)} over {sum(r['cases'] for r in rows)} cases",
+            "bitwise": "integer-valued cases: " + ", ".join(exact) if exact else "none measured",
+            "speed": speed_sentence()}
+
+
+def notes(question: Question, report: dict) -> list[str]:
+    figures = concat_figures(report) if question.anchor == "concat-vs-split" else {}
+    return [note.format(**figures) for note in question.notes]
+
+
+# --- differences, evidence, citation -------------------------------------------------------------------------
+
+def grouped(names: list[str], shown: int = 3) -> str:
+    names = list(dict.fromkeys(names))
+    return ", ".join(names) if len(names) <= shown + 1 else f"{', '.join(names[:shown])} and {len(names) - shown} more"
+
+
+def differences(question: Question, report: dict) -> list[str]:
+    """Each difference the question's subject takes once: its kind, its systems grouped, its largest ratio and
+    absolute difference, a link to one of its rows."""
+    if not question.differences:
+        return []
+    kinds: dict[str, list[dict]] = {}
+    for n in report["non_equivalences"]:
+        if question.differences.matches(n):
+            kinds.setdefault(kind_of(n), []).append(n)
+    lines = []
+    for kind, found in kinds.items():
+        worst = max(found, key=lambda n: n["ratio"])
+        what = kind.replace("{system} ", "") if "{system}" in kind else kind
+        detail = worst["reason"].split(":", 1)[1].strip() if ":" in worst["reason"] else ""
+        lines.append(f"- {what}{': ' + detail if detail and '{system}' not in kind else ''} "
+                     f"({grouped([n['system'] for n in found])}; err/bound up to {ratio(worst['ratio'])}, "
+                     f"largest difference {worst['max_difference']:.2g}; "
+                     f"{_report_link(worst['anchor'], worst.get('page', 'EQUIVALENCE.md'))})")
     return lines
+
+
+def evidence_row(a: str, b: str, report: dict) -> str:
+    result = answer_from_report(a, b, report)
+    rows = [r for r in report["systems"] if r["system"] in (a, b)]
+    worst = max(rows, key=lambda r: r["worst_ratio"])
+    largest = max(r["max_error"] for r in rows)
+    links = ", ".join(_report_link(r["anchor"], r.get("page", "EQUIVALENCE.md")) for r in rows)
+    versions = "; ".join(dict.fromkeys(r["versions"] for r in rows))
+    verdict = result.verdict + (f" ({short_reason(result.verdict, result.reason)})" if result.verdict != "Yes" else "")
+    return (f"| {a} and {b} | {verdict} | {sum(r['cases'] for r in rows)} | {ratio(worst['worst_ratio'])} | "
+            f"{largest:.2g} | {versions} | {links} |")
+
+
+def evidence(question: Question, report: dict) -> list[str]:
+    return ["| pair | answer | cases | [worst err/bound](" + FIGURES + ") | largest abs. error | versions | rows |",
+            "|---|---|---|---|---|---|---|"] + [evidence_row(a, b, report) for a, b in question.pairs]
+
+
+def known_issues(question: Question, report: dict) -> list[str]:
+    systems = {name for pair in question.pairs for name in pair}
+    issues: dict[str, list[str]] = {}
+    for r in report["systems"]:
+        if r["system"] in systems:
+            for issue in r["known_issues"]:
+                issues.setdefault(issue, []).append(f"{r['system']} {r['dtype']}")
+    return [f"- {issue} ({grouped(where)})" for issue, where in issues.items()]
+
+
+def versions_of(question: Question, report: dict) -> str:
+    systems = {name for pair in question.pairs for name in pair}
+    seen = dict.fromkeys(v.strip() for r in report["systems"] if r["system"] in systems
+                         for v in r["versions"].split(","))
+    return ", ".join(seen)
+
+
+def cite(question: Question, report: dict) -> str:
+    a, b = question.pairs[0]
+    commit = report.get("commit") or "not recorded in this report"
+    return (f"Cite this: rnn-equivalence, docs/ANSWERS.md#{question.anchor}; report of {report['date']} (depth "
+            f"{report['depth']}, seed {report['seed']}, commit {commit}); {versions_of(question, report)}. "
+            f"Re-check on your versions: `rnn-equivalence compare {a} {b} --depth=full`.")
+
+
+def convert_line(question: Question, report: dict) -> list[str]:
+    """The one-liner for people who install the suite, for the question's first pair the mapping holds."""
+    for a, b in question.pairs:
+        if answer_from_report(a, b, report).verdict != "No" and mapping_lines(a, b)[1] is None:
+            return ["With the suite installed, one call maps the weights (a one-layer, one-direction module):", "",
+                    "```python", "from frameworks import convert", "from reference.config import LayerConfig",
+                    f"b_weights = convert(a_weights, {a!r}, {b!r}, config=LayerConfig(1, False))", "```", ""]
+    return []
 
 
 def question_section(question: Question, report: dict) -> list[str]:
-    results = [answer_from_report(a, b, report) for a, b in question.pairs]
-    differences = [n for n in report["non_equivalences"]
-                   if any(phrase in n["reason"] for phrase in question.differences)]
-    verdicts = {r.verdict for r in results}
-    by_verdict = {v: [f"{r.a} and {r.b}" for r in results if r.verdict == v] for v in ("No", "Only if", "Yes")}
-    if "No" in verdicts or "Only if" in verdicts:
-        # Grouped by verdict, the pairs that differ first: the answer a reader came for leads.
-        top = "; ".join(f"{verdict} for {', '.join(pairs)}" for verdict, pairs in by_verdict.items() if pairs)
-    elif differences:
-        # Every pair computes the same function; what differs is named here, in short, and proved below.
-        kinds = list(dict.fromkeys(n["reason"].split(":")[0] for n in differences))
-        top = (f"Yes for the function each pair computes ({', '.join(by_verdict['Yes'])}); not for "
-               + "; ".join(kinds[:3]) + (f" and {len(kinds) - 3} more" if len(kinds) > 3 else "") + ", proved below")
-    else:
-        top = "Yes, once the weights are mapped: " + "; ".join(f"{r.a} and {r.b}" for r in results)
-    lines = [f"## <a id=\"{question.anchor}\"></a>{question.title}", "", f"**{top}.**", ""]
-    if differences:
-        lines += ["Differences proved (same weights, different functions; the largest difference as a multiple "
-                  "of the bound):", ""]
-        seen = set()
-        for n in differences:
-            key = (n["reason"], n["against"])
-            if key in seen:
-                continue
-            seen.add(key)
-            lines.append(f"- {n['system']} vs {n['against']}: {n['reason']} (difference/bound {n['ratio']:.3g}; "
-                         f"{_report_link(n['anchor'], n.get('page', 'EQUIVALENCE.md'))})")
-        lines.append("")
-    for result in results:
-        lines += pair_section(result, report)
+    lines = [f"## <a id=\"{question.anchor}\"></a>{question.title}", "", lead(question, report), "",
+             "```math", question.formula, "```", ""]
+    for note in notes(question, report):
+        lines += [note, ""]
+    if question.snippet:
+        lines += ["```python", question.snippet.rstrip("\n"), "```", ""]
+    lines += convert_line(question, report)
+    if question.caveat:
+        lines += [f"**Caveat:** {question.caveat}", ""]
+    found = differences(question, report)
+    if found:
+        lines += ["Differences proved (same weights, different outputs):", ""] + found + [""]
+    lines += evidence(question, report) + [""]
+    issues = known_issues(question, report)
+    if issues:
+        lines += ["Known upstream issues met (strict expected failures, kept out of the worst ratio):", ""] + issues + [""]
+    lines += [cite(question, report), ""]
     return lines
 
 
+# --- every system against its family's anchor ---------------------------------------------------------------
+
+def has_known_issue(name: str, report: dict) -> bool:
+    return any(r["known_issue_cases"] or not r["verdict"].startswith("equivalent")
+               for r in report["systems"] if r["system"] == name)
+
+
 def anchored(report: dict) -> list[tuple[str, str]]:
-    """Every system of the report against its family member's anchor (PyTorch's where there is one)."""
+    """Every system of the report against its family member's anchor: PyTorch's where it has no known issue,
+    else the first member with none (a known issue of the anchor would be read as every other's)."""
     from frameworks import ADAPTERS
 
     systems = sorted({row["system"] for row in report["systems"]})
@@ -166,10 +273,53 @@ def anchored(report: dict) -> list[tuple[str, str]]:
         groups.setdefault((cls.family, cls.variant), []).append(name)
     pairs = []
     for members in groups.values():
-        anchor = next((name for name in members if name.startswith("torch")), members[0])
+        clean = [name for name in members if not has_known_issue(name, report)] or members
+        anchor = next((name for name in clean if name.startswith("torch")), clean[0])
         pairs += [(anchor, name) for name in members if name != anchor]
     return pairs
 
+
+def short_reason(verdict: str, reason: str, limit: int = CELL_CHARACTERS - 40) -> str:
+    """A reason cut to its first clause, for a table cell (the whole reason is in the linked row)."""
+    if verdict == "Yes":
+        found = re.search(r"\((\d+) cases, worst err/bound ([^)]*)\)", reason)
+        return f"{found.group(1)} cases, worst err/bound {found.group(2)}" if found else ""
+    text = re.sub(r"^Only (with the setting the suite runs|where no known upstream issue applies): ", "", reason)
+    text = re.sub(r"^\S+ float(16|32|64): ", "", text)  # the row it comes from: linked
+    text = re.sub(r"^Both compute the .*? cell within their bounds, but ", "", text)
+    while re.search(r" ?\([^()]*\)", text):  # parenthesised sources and formulas, innermost first
+        text = re.sub(r" ?\([^()]*\)", "", text)
+    text = re.split(r"(?<=[a-z0-9])(?:: |; |\. )", text)[0]
+    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def dtype_cell(a: str, b: str, dtype: str, report: dict, refusal) -> str:
+    from frameworks import ADAPTERS
+
+    rows = [r for r in report["systems"] if r["system"] in (a, b) and r["dtype"] == dtype]
+    if {r["system"] for r in rows} != {a, b}:
+        missing = sorted({a, b} - {r["system"] for r in rows})
+        return f"not run ({', '.join(missing)}: no {dtype})"
+    verdict, reason = decide(ADAPTERS[a], ADAPTERS[b], rows, refusal)
+    link = next(r["anchor"] for r in rows if r["system"] == b)
+    known = " (known issue)" if reason.startswith("Only where no known upstream issue applies") else ""
+    cell = f"{verdict}{known}: {short_reason(verdict, reason)}".rstrip(": ")
+    return f"{cell} ([row](EQUIVALENCE.md#{link}))" if verdict != "Yes" else cell
+
+
+def anchor_table(report: dict) -> list[str]:
+    lines = ["## <a id=\"every-pair\"></a>Every system against its family's anchor", "",
+             "The anchor is the family's PyTorch system, or its first system with no known issue. Yes: within "
+             "the derived bound in that dtype; a known issue of B gives Only if, with the issue.", "",
+             "| A | B | float32 | float64 |", "|---|---|---|---|"]
+    for a, b in anchored(report):
+        refusal = mapping_lines(a, b)[1]
+        cells = [dtype_cell(a, b, dtype, report, refusal) for dtype in ("float32", "float64")]
+        lines.append(f"| {a} | {b} | " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return lines
+
+
+# --- the page ----------------------------------------------------------------------------------------------
 
 def page(report: dict) -> str:
     """The page for the committed ``report`` (the rows of its environments' own reports merged in)."""
@@ -179,21 +329,26 @@ def page(report: dict) -> str:
              f"Generated by `python -m harness.answers` from [equivalence.json](equivalence.json), the committed "
              f"report (depth {report['depth']}, seed {report['seed']}, {report['date']}, "
              f"{', '.join(f'{k} {v}' for k, v in env['versions'].items())}; Python {env['python']}), never edited "
-             "by hand. Yes: both systems compute the same family member within the derived bound on the same "
-             "canonical parameters, and the mapping carries any weights of the first into the second. Only if: "
-             "they do under the condition said. No: different functions, or a case beyond its bound. Each answer "
-             "links its rows of [EQUIVALENCE.md](EQUIVALENCE.md); `rnn-equivalence compare A B` answers again on "
-             "the versions you have. The tools that live in environments of their own (onnx2tf, nobuco) are "
-             "answered from their own full-depth reports, linked, with their versions.", "", "## Questions", ""]
+             "by hand. Each answer gives its verdict first, for the frameworks' default settings, then the formula "
+             "that explains it, the mapping in your frameworks ending in a check, and the evidence. "
+             "`rnn-equivalence compare A B` answers again on the versions you have. onnx2tf and nobuco are "
+             "answered from their own environments' full-depth reports, linked.", "",
+             "## <a id=\"reading-the-figures\"></a>Reading the figures", "",
+             "- **err/bound**: the largest error against the float64 reference divided by its derived rounding "
+             "bound ([TOLERANCES.md](TOLERANCES.md)). At most 1: the same function within rounding.",
+             "- **largest abs. error**: that error itself, in the outputs' units.",
+             "- **inf**: a difference where the bound is 0, e.g. an exact zero on a padded step against a "
+             "repeated output.",
+             "- **bitwise**: equal to the last bit, checked where every partial sum is exact (integer-valued "
+             "cases); **within rounding**: err/bound ≤ 1.",
+             "- **Yes / No / Only if**: the same function once the weights are mapped / a different function, or "
+             "a case beyond its bound / the same function under the condition said.", "",
+             "## Questions", ""]
     lines += [f"- [{q.title}](#{q.anchor})" for q in QUESTIONS]
     lines += ["- [Every system against its family's anchor](#every-pair)", ""]
     for question in QUESTIONS:
         lines += question_section(question, report)
-    lines += ["## <a id=\"every-pair\"></a>Every system against its family's anchor", "",
-              "| A | B | answer | why |", "|---|---|---|---|"]
-    for a, b in anchored(report):
-        result = answer_from_report(a, b, report)
-        lines.append(f"| {a} | {b} | {result.verdict} | {result.reason.rstrip('.').replace('|', '/')} |")
+    lines += anchor_table(report)
     return "\n".join(lines) + "\n"
 
 

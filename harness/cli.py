@@ -211,10 +211,15 @@ def compare(system_a, system_b, depth, seed, as_json):
         result = answer(system_a, system_b, depth, seed)
     except CompareRefused as error:
         _refuse(str(error))
+    from harness.answers import lead_for, plain
+
+    page = lead_for(system_a, system_b)  # the answer page's lead, where a question is about this pair
+    lead = (page[0].anchor, plain(page[1])) if page else None
     if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2))
+        click.echo(json.dumps({**result.as_dict(), "page_lead": dict(zip(("anchor", "lead"), lead)) if lead else None},
+                              indent=2))
     else:
-        click.echo("\n".join(text(result, WIDTH)))
+        click.echo("\n".join(text(result, WIDTH, lead)))
     sys.exit(0 if result.equivalent else 1)
 
 

@@ -181,14 +181,22 @@ def answer_from_report(a: str, b: str, report: dict) -> Answer:
     return Answer(a, b, verdict, reason, lines, evidence, findings, run)
 
 
-def text(result: Answer, width: int = 100) -> list[str]:
-    """The answer for people: paragraphs wrapped to ``width``, the code as it is."""
+def text(result: Answer, width: int = 100, lead: tuple[str, str] | None = None) -> list[str]:
+    """The answer for people: paragraphs wrapped to ``width``, the code as it is. ``lead``: the anchor and the
+    lead of docs/ANSWERS.md's question about the pair, printed first, as the page gives it."""
     import textwrap
 
     def para(words: str, indent: str = "") -> list[str]:
         return textwrap.wrap(words, width, initial_indent=indent, subsequent_indent=indent + "    ")
 
-    out = para(f"{result.verdict}: {result.a} and {result.b}. {result.reason.rstrip('.')}.") + ["The mapping:"]
+    out = []
+    if lead:
+        anchor, words = lead
+        out += para(f"docs/ANSWERS.md#{anchor} (the committed report): {words}") + [""]
+        out += para(f"This run: {result.verdict}: {result.a} and {result.b}. {result.reason.rstrip('.')}.")
+    else:
+        out += para(f"{result.verdict}: {result.a} and {result.b}. {result.reason.rstrip('.')}.")
+    out.append("The mapping:")
     out += [f"    {line}" for line in result.mapping]
     out += para(f"Evidence ({result.run['command']}, {result.run['date']}):")
     for e in result.evidence:

@@ -53,3 +53,202 @@ def test_the_rule():
     noted = row("keras-tf-gru", "float64", "NOT equivalent where noted below", ("float64 computed in float32",))
     verdict, reason = decide(torch_gru, keras_gru, both + [noted], None)
     assert verdict == "Only if" and "float64 computed in float32" in reason
+
+
+# --- the page's rules (issue 33): each is a test on the generated page ---------------------------------------
+
+import copy
+import re
+
+import pytest
+
+from harness.answers import (AnswerContradicted, CELL_CHARACTERS, LEAD_WORDS, check_claim, has_known_issue, lead,
+                             lead_for, plain, question_section, short_reason, words)
+from harness.questions import Claim, Question, subject
+
+COMMITTED = with_environments(json.loads(REPORT.read_text()))
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """Each question's lines on the page, by its anchor."""
+    found, current = {}, None
+    for line in text.splitlines():
+        heading = re.match(r'## <a id="([^"]+)"></a>', line)
+        if heading:
+            current = heading.group(1)
+            found[current] = []
+        elif line.startswith("## "):
+            current = None
+        if current:
+            found[current].append(line)
+    return found
+
+
+PAGE_SECTIONS = sections(PAGE.read_text())
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=[q.anchor for q in QUESTIONS])
+def test_the_lead_is_the_first_paragraph_and_short(question):
+    lines = PAGE_SECTIONS[question.anchor]
+    first = lines[2]
+    assert first == lead(question, COMMITTED)
+    assert re.match(r"\*\*(Yes|No|Only if)\*\*", first), first
+    assert words(first) <= LEAD_WORDS, f"{question.anchor}: {words(first)} words"
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=[q.anchor for q in QUESTIONS])
+def test_a_lead_names_no_suite_system(question):
+    """Leads speak in the frameworks' own words: `reset_after=False`, not keras-tf-gru-reset-before."""
+    first = PAGE_SECTIONS[question.anchor][2]
+    named = [name for name in ADAPTERS if "-" in name or name in ("tf1",)
+             if re.search(rf"(?<![\w.`/-]){re.escape(name)}(?![\w-])", first)]
+    assert not named, f"{question.anchor}: {named}"
+
+
+def test_every_only_if_carries_its_condition_in_the_same_sentence():
+    for anchor, lines in PAGE_SECTIONS.items():
+        for sentence in re.findall(r"\*\*Only if\*\*([^.]*)", lines[2]) if anchor != "every-pair" else []:
+            condition = sentence.split(":")[0].strip()
+            assert condition and not condition.startswith("for"), (anchor, sentence)
+
+
+def test_training_and_forward_pass_get_their_own_verdicts_where_they_differ():
+    by_anchor = {q.anchor: q for q in QUESTIONS}
+    for anchor in ("one-bias-or-two", "gradients-and-steps"):
+        verdicts = {claim.about: claim.verdict for claim in by_anchor[anchor].claims}
+        assert len(verdicts) == 2 and set(verdicts.values()) == {"Yes", "No"}, verdicts
+
+
+def with_finding(report, **finding):
+    report = copy.deepcopy(report)
+    report["non_equivalences"].append({"anchor": "x", "max_difference": 0.5, "ratio": 1e5, **finding})
+    return report
+
+
+def test_a_yes_with_a_difference_proved_on_its_subject_stops_the_generator():
+    """Watched red: the exporters' Yes, with a difference between an exporter and its source proved."""
+    question = next(q for q in QUESTIONS if q.anchor == "exporters")
+    lead(question, COMMITTED)  # as committed: holds
+    broken = with_finding(COMMITTED, system="torch-onnx-dynamo", against="torch-rnn",
+                          reason="the exporter drops the second bias: outputs differ")
+    with pytest.raises(AnswerContradicted, match="exporters: the lead says Yes"):
+        lead(question, broken)
+
+
+def test_a_no_with_nothing_proved_stops_the_generator():
+    question = next(q for q in QUESTIONS if q.anchor == "hard-sigmoid")
+    unproved = copy.deepcopy(COMMITTED)
+    unproved["non_equivalences"] = [n for n in unproved["non_equivalences"] if "hard_sigmoid" not in n["reason"]]
+    with pytest.raises(AnswerContradicted, match="hard-sigmoid: the lead says No"):
+        lead(question, unproved)
+
+
+def test_a_claim_needs_a_known_verdict_and_an_only_if_its_condition():
+    question = QUESTIONS[0]
+    with pytest.raises(AnswerContradicted, match="no condition"):
+        check_claim(question, Claim("Only if", "x", proof=subject(kinds=("Adam's defaults",))), COMMITTED)
+    with pytest.raises(AnswerContradicted, match="expected Yes, No or Only if"):
+        check_claim(question, Claim("Maybe", "x"), COMMITTED)
+
+
+def test_findings_are_matched_by_kind_and_reference_not_by_a_word():
+    """A hard_sigmoid finding ("clip(0.2 z + 0.5 ...") never lands under the clipping question."""
+    clips = next(q for q in QUESTIONS if q.anchor == "clips-and-peepholes")
+    sigmoid = next(n for n in COMMITTED["non_equivalences"] if "'hard_sigmoid' is clip" in n["reason"])
+    assert "clip" in sigmoid["reason"] and not clips.differences.matches(sigmoid)
+    assert not any("hard_sigmoid" in line for line in PAGE_SECTIONS["clips-and-peepholes"])
+    padded = next(q for q in QUESTIONS if q.anchor == "padded-steps")
+    assert all(padded.differences.matches(n) == (n["against"] in padded.differences.against)
+               for n in COMMITTED["non_equivalences"])
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=[q.anchor for q in QUESTIONS])
+def test_one_formula_before_any_code_and_at_most_60_lines_before_the_evidence(question):
+    lines = PAGE_SECTIONS[question.anchor]
+    fences = [line for line in lines if line.startswith("```") and line != "```"]
+    assert fences[0] == "```math" and fences.count("```math") == 1, fences
+    table = next(i for i, line in enumerate(lines) if line.startswith("| pair | answer |"))
+    assert table <= 60, f"{question.anchor}: {table} lines before its evidence table"
+
+
+def repeats(section: list[str]) -> list[str]:
+    """The sentences and bullets a section says more than once (a bullet by its words before its figures)."""
+    lines = [line for line in section if line.strip() and not line.startswith("```")]
+    prose = [line for line in lines if not line.startswith(("|", "import", "from", "#", " ", "- "))]
+    bullets = [re.sub(r" \(.*", "", line) for line in lines if line.startswith("- ")]
+    return [line for said in (prose, bullets) for line in dict.fromkeys(said) if said.count(line) > 1]
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=[q.anchor for q in QUESTIONS])
+def test_each_sentence_and_each_pair_once(question):
+    section = PAGE_SECTIONS[question.anchor]
+    assert not repeats(section)
+    rows = [line.split("|")[1] for line in section if line.startswith("| ") and " and " in line.split("|")[1]]
+    assert len(rows) == len(set(rows)) == len(question.pairs)
+
+
+def test_a_repeated_difference_is_caught():
+    """Watched red: a difference listed twice, as the old page listed one per system."""
+    question = next(q for q in QUESTIONS if q.anchor == "padded-steps")
+    section = question_section(question, COMMITTED)
+    bullet = next(line for line in section if line.startswith("- "))
+    assert not repeats(section) and repeats(section + [bullet.replace("(", "(other systems; ", 1)])
+
+
+def test_every_figure_is_explained_before_its_first_use():
+    text = PAGE.read_text()
+    explained = text.index('<a id="reading-the-figures">')
+    for term in ("**err/bound**", "**largest abs. error**", "**inf**", "**bitwise**", "within rounding"):
+        assert explained < text.index(term) < text.index('<a id="concat-vs-split">'), term
+    for anchor, lines in PAGE_SECTIONS.items():
+        headers = [line for line in lines if line.startswith("| pair | answer |")]
+        assert all("(#reading-the-figures)" in line and "largest abs. error" in line for line in headers), anchor
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=[q.anchor for q in QUESTIONS])
+def test_each_question_can_be_cited(question):
+    cite = [line for line in PAGE_SECTIONS[question.anchor] if line.startswith("Cite this: ")]
+    assert len(cite) == 1
+    report = json.loads(REPORT.read_text())
+    assert report["date"] in cite[0] and f"depth {report['depth']}" in cite[0] and "commit " in cite[0]
+    assert "`rnn-equivalence compare " in cite[0] and "--depth=full`" in cite[0]
+    for a, b in question.pairs[:1]:
+        for row in COMMITTED["systems"]:
+            if row["system"] in (a, b):
+                assert all(v.strip() in cite[0] for v in row["versions"].split(",")), row["versions"]
+
+
+def test_the_founding_question_answers_what_was_asked():
+    text = "\n".join(PAGE_SECTIONS["concat-vs-split"])
+    assert "H·H + H·I" in text  # the parameter count
+    assert "**What is lost:** nothing" in text
+    assert "torch 0.54" in text and "torch 0.92" in text  # the benchmark's medians, quoted from BENCHMARKS.md
+    assert "`[x; h]`, inputs first" in text  # TF1's order
+
+
+def test_the_anchor_table_anchors_on_systems_without_known_issues_with_short_cells():
+    lines = [line for line in PAGE.read_text().split('<a id="every-pair">')[1].splitlines() if line.startswith("| ")]
+    assert lines[0] == "| A | B | float32 | float64 |"
+    anchors = {line.split(" | ")[0].lstrip("| ") for line in lines[2:]}
+    assert anchors and not any(has_known_issue(name, COMMITTED) for name in anchors), anchors
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        assert len(cells) == 4 and all(len(cell) <= CELL_CHARACTERS for cell in cells), line
+
+
+def test_a_long_reason_is_cut_to_its_first_clause():
+    reason = ("Only where no known upstream issue applies: keras-jax float64: Keras 3 on jax computes tanh of float64 "
+              "in float32: keras.ops.tanh promotes (keras/src/backend/jax/numpy.py: " + "x" * 1500 + ")")
+    assert short_reason("Only if", reason) == "Keras 3 on jax computes tanh of float64 in float32"
+
+
+def test_compare_prints_the_pages_lead_for_its_pair():
+    from harness.compare_systems import answer_from_report, text
+
+    question, words_ = lead_for("torch-gru", "keras-tf-gru")
+    assert question.anchor == "gru-variants" and words_ == PAGE_SECTIONS["gru-variants"][2]
+    assert lead_for("keras-tf-gru", "torch-gru")[1] == words_  # either order
+    result = answer_from_report("torch-gru", "keras-tf-gru", COMMITTED)
+    printed = " ".join(text(result, 10_000, (question.anchor, plain(words_))))
+    assert plain(words_) in printed and "**" not in printed
+    assert lead_for("torch", "numpy-split") is None  # no question about the pair: no lead

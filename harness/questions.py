@@ -1,0 +1,469 @@
+"""The questions docs/ANSWERS.md answers, as data: what each asks, the verdict its lead gives for the
+frameworks' default settings, the one condition that changes it, the formula that explains it, and the
+code that maps the weights in the asker's own frameworks.
+
+The words are written here; the verdicts are not taken on trust. ``harness.answers`` checks each
+``Claim`` against the committed report before it prints it: a claimed Yes with a difference proved on its
+subject, or a claimed No with nothing proved, stops the generator (``AnswerContradicted``). Which proved
+differences a claim is about is said by ``Subject``: the systems, the references they were measured
+against and the kinds of finding (the words before a reason's colon), each matched exactly, so that a
+finding never lands under a question because a word of its reason happens to match.
+
+Each snippet is run by tests/harness/test_answer_snippets.py, and ends in a check against the other
+framework's output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Which proved non-equivalences of the report a claim or a question is about. A finding matches when
+    its system is in ``systems`` (any system when empty), its kind (the reason up to its first colon) is
+    not one of ``excluding``, and either its ``against`` is one of ``against`` or its kind is one of
+    ``kinds``."""
+
+    kinds: frozenset[str] = frozenset()
+    against: frozenset[str] = frozenset()
+    systems: frozenset[str] = frozenset()
+    excluding: frozenset[str] = frozenset()  # kinds that belong to another claim (a training step's)
+
+    def matches(self, finding: dict) -> bool:
+        if self.systems and finding["system"] not in self.systems:
+            return False
+        if kind_of(finding) in self.excluding:
+            return False
+        return finding["against"] in self.against or kind_of(finding) in self.kinds
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds or self.against)
+
+
+def kind_of(finding: dict) -> str:
+    """What a finding is: its reason up to the first colon, with its own system's name taken out, so that
+    one difference met by many systems is one kind ("{system} reports zeros on padded steps, not repeat")."""
+    return finding["reason"].split(":")[0].replace(finding["system"], "{system}")
+
+
+def subject(*, kinds=(), against=(), systems=(), excluding=()) -> Subject:
+    return Subject(frozenset(kinds), frozenset(against), frozenset(systems), frozenset(excluding))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One verdict of a lead. ``verdict`` is Yes, No or Only if; ``condition`` (Only if) is what it holds
+    under, in the frameworks' own words; ``text`` says why in one clause. ``about`` is the aspect where a
+    question has more than one (the forward pass, one optimizer step). ``proof`` the findings that decide
+    it: none may be proved for a Yes; one at least must be for a No or an Only if, unless one of ``pairs``
+    is answered No or Only if by the rule compare uses (``harness.compare_systems.decide``)."""
+
+    verdict: str
+    text: str
+    proof: Subject = field(default_factory=Subject)
+    pairs: tuple[tuple[str, str], ...] = ()
+    condition: str = ""
+    about: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    anchor: str
+    title: str
+    claims: tuple[Claim, ...]
+    formula: str  # one displayed formula (a ```math block): the line that explains the verdict
+    pairs: tuple[tuple[str, str], ...]  # the evidence: systems compared, each pair one table row
+    differences: Subject = field(default_factory=Subject)  # the findings listed under the question
+    notes: tuple[str, ...] = ()  # short paragraphs after the formula (``{figures}`` filled by answers.py)
+    snippet: str = ""  # mapping code in the asker's frameworks, ending in a check
+    snippet_needs: tuple[str, ...] = ()  # the modules the snippet imports
+    caveat: str = ""
+
+
+PADDING = ("padded steps reporting repeat", "padded steps reporting zeros", "the pre-padded batch's reference",
+           "the padded batch's reference")
+HARD_SIGMOIDS = ("'hard_sigmoid' is clip(0.2 z + 0.5, 0, 1) in Keras 2 and relu6(z + 3) / 6 in Keras 3",
+                 "jax.nn.hard_sigmoid is relu6(x + 3) / 6")
+TRAINING = ("SGD on one stored bias b_x + b_h (Keras) vs on two (PyTorch)", "Adam's defaults")
+GRU_VARIANTS = ("reset after applies r to (W_hn h + b_hn), reset before to h alone", "GRU reset after vs reset before",
+                "a GRU without b_hn")
+FORGET_BIAS = ("TF1 adds forget_bias (1.0) to the f gate in its forward pass; unfolded, f is shifted by it",
+               "TF1 forget_bias=1.0 unfolded")
+CLIPS = ("cell_clip=0.3 vs ONNX Runtime clip=0.3",
+         "cell_clip=0.3 clips the state c; ONNX clip=0.3 clips every activation's argument and keeps c",
+         "TF1 LSTMCell stores the clipped c", "TF1 LSTMCell's output peephole reads the clipped c",
+         "ONNX Runtime does not clip c' before h (microsoft/onnxruntime#27224)",
+         "OpenVINO's LSTM clips the arguments of f and g but not c' on its way into h(c'), as ONNX Runtime's does",
+         "OpenVINO's ONNX frontend reads P and drops it", "OpenVINO's ONNX frontend reads input_forget=1 and drops it")
+BIAS_PAIRS = ("torch", "keras-tf", "torch-lstm", "keras-tf-lstm", "torch-lstm-rnn", "keras-tf-lstm-rnn")
+PRECISION = ("OpenVINO's default inference precision on this CPU is bf16",)
+# What a finding about padding is (a system's own convention, proved against the other one).
+PADDING_KINDS = ("{system} reports zeros on padded steps, not repeat", "{system} reports repeat on padded steps, not zeros",
+                 "{system} takes lengths and assumes post-padding")
+EXPORTER_SOURCES = ("torch-rnn", "torch-lstm-rnn", "torch-gru-rnn", "tf-keras-rnn", "tf-keras-lstm-rnn",
+                    "tf-keras-gru-rnn", "tf-keras-gru-reset-before-rnn")
+TFLITE_SOURCES = ("tf-keras-rnn", "tf-keras-lstm-rnn", "tf-keras-gru-rnn", "tf-keras-gru-reset-before-rnn",
+                  "keras-tf-rnn", "keras-tf-lstm-rnn", "keras-tf-gru-rnn", "keras-tf-gru-reset-before-rnn")
+EXPORTERS = ("torch-onnx-legacy", "torch-onnx-dynamo", "torch-onnx-legacy-lstm", "torch-onnx-legacy-gru",
+             "torch-onnx-dynamo-lstm", "torch-onnx-dynamo-gru", "tf2onnx-keras2-rnn", "tf2onnx-keras2-lstm-rnn",
+             "tf2onnx-keras2-gru-rnn", "tf2onnx-keras2-gru-reset-before-rnn")
+TFLITE = ("tflite-keras2-rnn", "tflite-keras2-lstm-rnn", "tflite-keras2-gru-rnn", "tflite-keras2-gru-reset-before-rnn",
+          "tflite-keras-tf-rnn", "tflite-keras-tf-lstm-rnn", "tflite-keras-tf-gru-rnn",
+          "tflite-keras-tf-gru-reset-before-rnn")
+
+
+CONCAT_SNIPPET = '''\
+import numpy as np
+import torch
+
+cell = torch.nn.RNNCell(input_size=3, hidden_size=5)          # tanh
+W_hx, W_hh = cell.weight_ih.detach().numpy(), cell.weight_hh.detach().numpy()
+b = (cell.bias_ih + cell.bias_hh).detach().numpy()           # one bias is their sum
+
+W_h = np.hstack([W_hh, W_hx])              # (5, 5 + 3): the 5*5 + 5*3 numbers of the two, side by side
+kernel_tf1 = np.vstack([W_hx.T, W_hh.T])   # TF1 BasicRNNCell: kernel (3 + 5, 5), inputs first: [x; h]
+
+rng = np.random.default_rng(0)
+x, h = rng.standard_normal((2, 3), np.float32), rng.standard_normal((2, 5), np.float32)
+h_concat = np.tanh(np.hstack([h, x]) @ W_h.T + b)
+h_tf1 = np.tanh(np.hstack([x, h]) @ kernel_tf1 + b)
+h_torch = cell(torch.from_numpy(x), torch.from_numpy(h)).detach().numpy()
+# float32 rounding of 5 + 3 + 2 terms is below 1e-6 here; a wrong split or order is off by ~1
+np.testing.assert_allclose(h_concat, h_torch, rtol=0, atol=1e-5)
+np.testing.assert_allclose(h_tf1, h_torch, rtol=0, atol=1e-5)
+'''
+
+BIAS_SNIPPET = '''\
+import numpy as np
+import torch
+import keras  # Keras 3, any backend
+
+torch_lstm = torch.nn.LSTM(input_size=3, hidden_size=5, batch_first=True)
+keras_lstm = keras.layers.LSTM(5, return_sequences=True)
+keras_lstm.build((None, None, 3))
+
+W_ih, W_hh, b_ih, b_hh = (p.detach().numpy() for p in torch_lstm.parameters())
+# Both stack the gates i, f, g, o; Keras keeps (in, out) kernels and one bias: PyTorch's two, summed.
+keras_lstm.set_weights([W_ih.T, W_hh.T, b_ih + b_hh])
+
+x = np.random.default_rng(0).standard_normal((2, 7, 3), np.float32)
+expected = torch_lstm(torch.from_numpy(x))[0].detach().numpy()
+np.testing.assert_allclose(keras.ops.convert_to_numpy(keras_lstm(x)), expected, rtol=0, atol=1e-5)
+'''
+
+GRU_SNIPPET = '''\
+import numpy as np
+import torch
+import keras  # Keras 3, any backend
+
+def to_keras_order(w):
+    """PyTorch stacks the GRU's gates r, z, n; Keras z, r, h (its h is PyTorch's n)."""
+    r, z, n = np.split(w, 3, axis=0)
+    return np.concatenate([z, r, n], axis=0)
+
+torch_gru = torch.nn.GRU(input_size=3, hidden_size=5, batch_first=True)
+keras_gru = keras.layers.GRU(5, return_sequences=True)  # reset_after=True, Keras's default
+keras_gru.build((None, None, 3))
+
+W_ih, W_hh, b_ih, b_hh = (p.detach().numpy() for p in torch_gru.parameters())
+keras_gru.set_weights([to_keras_order(W_ih).T, to_keras_order(W_hh).T,
+                       np.stack([to_keras_order(b_ih), to_keras_order(b_hh)])])  # bias (2, 15): input, recurrent
+
+x = np.random.default_rng(0).standard_normal((2, 7, 3), np.float32)
+expected = torch_gru(torch.from_numpy(x))[0].detach().numpy()
+np.testing.assert_allclose(keras.ops.convert_to_numpy(keras_gru(x)), expected, rtol=0, atol=1e-5)
+'''
+
+HARD_SIGMOID_SNIPPET = '''\
+import numpy as np
+import keras     # Keras 3
+import tf_keras  # Keras 2
+
+def keras2_hard_sigmoid(z):
+    """Keras 2's 'hard_sigmoid', for a Keras 3 layer (Keras 3's own is relu6(z + 3) / 6)."""
+    return keras.ops.clip(0.2 * z + 0.5, 0.0, 1.0)
+
+old = tf_keras.layers.GRU(5, recurrent_activation="hard_sigmoid", return_sequences=True)
+new = keras.layers.GRU(5, recurrent_activation=keras2_hard_sigmoid, return_sequences=True)
+renamed = keras.layers.GRU(5, recurrent_activation="hard_sigmoid", return_sequences=True)
+for layer in (old, new, renamed):
+    layer.build((None, None, 3))
+new.set_weights(old.get_weights())  # one layout in both: kernel, recurrent_kernel, bias (2, 15)
+renamed.set_weights(old.get_weights())
+
+x = 2 * np.random.default_rng(0).standard_normal((2, 7, 3)).astype(np.float32)
+expected = old(x).numpy()
+np.testing.assert_allclose(keras.ops.convert_to_numpy(new(x)), expected, rtol=0, atol=1e-5)
+assert np.abs(keras.ops.convert_to_numpy(renamed(x)) - expected).max() > 1e-3  # the name alone differs
+'''
+
+FORGET_BIAS_SNIPPET = '''\
+import numpy as np
+import torch
+from tf_keras.src.layers.rnn import legacy_cells  # TF1's cells under TensorFlow 2.16+
+
+I, H, forget_bias = 3, 5, 1.0
+tf1 = legacy_cells.BasicLSTMCell(H, forget_bias=forget_bias)
+rng = np.random.default_rng(0)
+x, c, h = (rng.standard_normal((2, n), np.float32) for n in (I, H, H))
+h_tf1, _ = tf1(x, legacy_cells.LSTMStateTuple(c, h))
+kernel, bias = (w.numpy() for w in tf1.weights)  # kernel (I + H, 4H) rows [x; h]; columns i, j, f, o
+
+def to_torch_order(w):
+    """TF1's gates i, j, f, o (j is the candidate) to PyTorch's i, f, g, o."""
+    i, j, f, o = np.split(w, 4, axis=-1)
+    return np.concatenate([i, f, j, o], axis=-1)
+
+folded = bias.copy()
+folded[2 * H:3 * H] += forget_bias  # TF1 adds forget_bias to f's argument in its forward pass
+cell = torch.nn.LSTMCell(I, H)
+with torch.no_grad():
+    cell.weight_ih.copy_(torch.from_numpy(to_torch_order(kernel[:I]).T))
+    cell.weight_hh.copy_(torch.from_numpy(to_torch_order(kernel[I:]).T))
+    cell.bias_ih.copy_(torch.from_numpy(to_torch_order(folded)))
+    cell.bias_hh.zero_()
+h_torch, _ = cell(torch.from_numpy(x), (torch.from_numpy(h), torch.from_numpy(c)))
+np.testing.assert_allclose(h_torch.detach().numpy(), np.asarray(h_tf1), rtol=0, atol=1e-5)
+'''
+
+PADDED_SNIPPET = '''\
+import numpy as np
+import torch
+import keras  # Keras 3, any backend
+
+torch_rnn = torch.nn.RNN(3, 5, batch_first=True)
+keras_rnn = keras.layers.SimpleRNN(5, return_sequences=True)  # zero_output_for_mask=False: the default
+keras_rnn.build((None, None, 3))
+W_ih, W_hh, b_ih, b_hh = (p.detach().numpy() for p in torch_rnn.parameters())
+keras_rnn.set_weights([W_ih.T, W_hh.T, b_ih + b_hh])
+
+lengths = [7, 4]  # post-padded: the second sequence's last 3 steps are padding
+x = np.random.default_rng(0).standard_normal((2, 7, 3), np.float32)
+mask = np.arange(7)[None, :] < np.array(lengths)[:, None]
+packed = torch.nn.utils.rnn.pack_padded_sequence(torch.from_numpy(x), lengths, batch_first=True)
+out, _ = torch.nn.utils.rnn.pad_packed_sequence(torch_rnn(packed)[0], batch_first=True)
+expected, got = out.detach().numpy(), keras.ops.convert_to_numpy(keras_rnn(x, mask=mask))
+np.testing.assert_allclose(got[mask], expected[mask], rtol=0, atol=1e-5)  # every real step agrees
+assert np.all(expected[1, 4:] == 0)                                        # PyTorch: zeros on padding
+np.testing.assert_allclose(got[1, 4:], np.repeat(got[1, 3:4], 3, axis=0))  # Keras: the last real output
+'''
+
+
+QUESTIONS = (
+    Question(
+        "concat-vs-split",
+        "Is one concatenated matrix multiplication the same as two? (`h_t = g(W_h [h_{t-1}; x_t] + b)` vs "
+        "`g(W_hh h_{t-1} + W_hx x_t + b)`; TF1 `BasicRNNCell`, Keras `SimpleRNNCell`, PyTorch `RNNCell`)",
+        (Claim("Yes", "it is the same function: `W_h = [W_hh | W_hx]` holds exactly the numbers of the two matrices, "
+                      "so nothing is lost, and PyTorch's two biases are one bias, their sum. TF1 stacks `[x; h]`, "
+                      "inputs first",
+               pairs=(("numpy-concat", "numpy-split"), ("tf1", "torch"), ("keras-tf", "torch"))),),
+        r"W_h \begin{bmatrix} h_{t-1} \\ x_t \end{bmatrix} = [\,W_{hh} \mid W_{hx}\,] "
+        r"\begin{bmatrix} h_{t-1} \\ x_t \end{bmatrix} = W_{hh} h_{t-1} + W_{hx} x_t",
+        (("numpy-concat", "numpy-split"), ("tf-concat", "torch"), ("tf1", "torch"), ("keras-tf", "torch"),
+         ("tf1", "keras-tf")),
+        notes=(
+            "**Parameters:** `W_h` is H × (H + I): H·H + H·I numbers, exactly those of `W_hh` (H × H) and "
+            "`W_hx` (H × I). The concatenated matrix only looks larger; it is the two side by side.",
+            "**What is lost:** nothing. The two forms are the same function; they differ only in the order of "
+            "the float32 additions, which stays within the rounding bound ({worst_concat}), and they are "
+            "bitwise equal where every partial sum is exact ({bitwise}).",
+            "**Speed:** {speed}",
+            "**TF1's order:** `BasicRNNCell`'s kernel is (I + H) × H and multiplies `[x; h]`, inputs first: "
+            "its top I rows are `W_hx`ᵀ, its bottom H rows `W_hh`ᵀ.",
+        ),
+        snippet=CONCAT_SNIPPET, snippet_needs=("torch",),
+        caveat="Porting TF1 weights, split the kernel at row I (inputs first), not at row H.",
+    ),
+    Question(
+        "one-bias-or-two",
+        "Is PyTorch's `bias_ih + bias_hh` the same as Keras's one `bias`? (and in training?)",
+        (Claim("Yes", "set Keras's `bias` to `bias_ih + bias_hh`: the cell adds both anyway", about="the forward pass",
+               proof=subject(against=BIAS_PAIRS, systems=BIAS_PAIRS, excluding=TRAINING),
+               pairs=(("torch", "keras-tf"), ("torch-lstm", "keras-tf-lstm"))),
+         Claim("No", "SGD moves PyTorch's two biases by lr·g each, so their sum by 2·lr·g, against lr·g for "
+                     "Keras's one; Adam's defaults differ too (`epsilon=1e-7` against `eps=1e-8`)",
+               about="one optimizer step", proof=subject(kinds=TRAINING))),
+        r"b_{\text{Keras}} = b_{ih} + b_{hh}, \qquad \Delta(b_{ih} + b_{hh})_{\text{SGD}} = 2\,\eta\,g "
+        r"\;\neq\; \Delta b_{\text{Keras}} = \eta\,g",
+        (("torch", "keras-tf"), ("torch-lstm", "keras-tf-lstm"), ("torch-lstm-rnn", "keras-tf-lstm-rnn")),
+        differences=subject(kinds=TRAINING),
+        notes=("The second bias is redundant in the forward pass: every gate adds `b_ih + b_hh`. Its gradient is "
+               "the same as the sum's, so a framework with two biases takes a twice larger SGD step on the sum.",),
+        snippet=BIAS_SNIPPET, snippet_needs=("torch", "keras"),
+        caveat="To train alike, keep PyTorch's `bias_hh` at zero and frozen (`requires_grad_(False)`), or halve "
+               "the learning rate of the biases.",
+    ),
+    Question(
+        "gru-variants",
+        "Is PyTorch's GRU the same as Keras's GRU? (`reset_after`, ONNX's `linear_before_reset`)",
+        (Claim("Yes", "once the gates are reordered r, z, n → z, r, h (PyTorch's n is Keras's h) and both biases "
+                      "kept", about="`reset_after=True`, Keras's default (ONNX `linear_before_reset=1`)",
+               proof=subject(systems=("torch-gru",), against=("keras-tf-gru", "onnx-ort-gru")),
+               pairs=(("torch-gru", "keras-tf-gru"), ("torch-gru", "onnx-ort-gru"))),
+         Claim("No", "the reset gate multiplies h before `W_hn`, a function PyTorch has no option for",
+               about="`reset_after=False` (TF1's `GRUCell`, ONNX `linear_before_reset=0`)",
+               proof=subject(kinds=GRU_VARIANTS[:2]), pairs=(("torch-gru", "keras-tf-gru-reset-before"),))),
+        r"n_t = \tanh\big(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})\big) \;\text{(reset after)} "
+        r"\quad\text{vs}\quad \tanh\big(W_{in} x_t + b_{in} + W_{hn} (r_t \odot h_{t-1}) + b_{hn}\big) "
+        r"\;\text{(reset before)}",
+        (("torch-gru", "keras-tf-gru"), ("torch-gru", "keras-tf-gru-reset-before"), ("torch-gru", "onnx-ort-gru"),
+         ("onnx-ort-gru", "onnx-ort-gru-reset-before"), ("torch-gru", "tf1-gru"), ("torch-gru", "flax-nnx-gru"),
+         ("torch-gru", "equinox-gru")),
+        differences=subject(kinds=GRU_VARIANTS),
+        notes=("The mistake people make (keras-team/keras#15915) is the gate order: PyTorch stacks r, z, n, "
+               "Keras and ONNX z, r, h. The shapes fit either way, so only the outputs show it.",
+               "Flax's `GRUCell` has no `b_hn`: it holds PyTorch's weights only when `b_hn = 0`."),
+        snippet=GRU_SNIPPET, snippet_needs=("torch", "keras"),
+        caveat="Keras's GRU bias is (2, 3H) with `reset_after=True` (input and recurrent rows) and (3H,) without.",
+    ),
+    Question(
+        "hard-sigmoid",
+        "Is Keras 2's `hard_sigmoid` the same as Keras 3's?",
+        (Claim("No", "Keras 2's is `clip(0.2·z + 0.5, 0, 1)`, Keras 3's `relu6(z + 3) / 6`, slope 1/6; they agree "
+                     "only at z = 0 and where both saturate (|z| ≥ 3). A Keras 2 model loaded in Keras 3 changes "
+                     "its LSTM and GRU gates",
+               proof=subject(kinds=HARD_SIGMOIDS[:1])),),
+        r"\sigma_{\text{Keras 2}}(z) = \operatorname{clip}(0.2\,z + 0.5,\,0,\,1) \quad\text{vs}\quad "
+        r"\sigma_{\text{Keras 3}}(z) = \operatorname{clip}(z/6 + 0.5,\,0,\,1)",
+        (("tf-keras", "keras-tf"), ("tf-keras-gru", "keras-tf-gru"), ("tf-keras-lstm", "keras-tf-lstm")),
+        differences=subject(kinds=HARD_SIGMOIDS),
+        notes=("The evidence rows compare the cells given one and the same function: they agree, so the name "
+               "`hard_sigmoid` is the whole difference. `jax.nn.hard_sigmoid` (Flax) is Keras 3's.",),
+        snippet=HARD_SIGMOID_SNIPPET, snippet_needs=("keras", "tf_keras"),
+        caveat="ONNX's `HardSigmoid` defaults to alpha = 0.2: Keras 2's function.",
+    ),
+    Question(
+        "forget-bias",
+        "Is TF1's `BasicLSTMCell` (with `forget_bias=1.0`) the same as PyTorch's `LSTMCell`?",
+        (Claim("Only if", "then reorder TF1's gates i, j, f, o to i, f, g, o and split its kernel at row I",
+               condition="you add `forget_bias` to the f gate's bias",
+               proof=subject(kinds=FORGET_BIAS), pairs=(("tf1-basic-lstm", "torch-lstm"),)),),
+        r"f_t = \sigma\big(W_f [x_t; h_{t-1}] + b_f + \text{forget\_bias}\big) "
+        r"\;\Rightarrow\; b_{f}^{\text{PyTorch}} = b_f^{\text{TF1}} + \text{forget\_bias}",
+        (("tf1-basic-lstm", "torch-lstm"), ("tf1-lstm", "torch-lstm")),
+        differences=subject(kinds=FORGET_BIAS),
+        notes=("TF1 keeps `forget_bias` out of its variables and adds it in the forward pass, so a checkpoint's "
+               "bias is short of it. `LSTMCell` takes `forget_bias=1.0` too.",),
+        snippet=FORGET_BIAS_SNIPPET, snippet_needs=("torch", "tf_keras"),
+        caveat="Forgetting the fold leaves the shapes right and shifts every f gate by 1.0.",
+    ),
+    Question(
+        "padded-steps",
+        "Do PyTorch, Keras and ONNX agree on padded batches? (zeros or the last output on padded steps; "
+        "pre-padding)",
+        (Claim("No", "on padded steps: PyTorch's packed sequences, ONNX's `sequence_lens` and TF1 report zeros, "
+                     "Keras repeats the last real output unless `zero_output_for_mask=True`. Real steps and final "
+                     "states agree. Lengths assume post-padding; a Keras mask takes any",
+               proof=subject(against=PADDING)),),
+        r"y_t = \begin{cases} h_t & t < \ell \\ 0 \;\text{(PyTorch, ONNX, TF1)} \;\text{or}\; "
+        r"h_{\ell-1} \;\text{(Keras's default)} & t \ge \ell \end{cases}",
+        (("torch-rnn", "keras-tf-rnn"), ("torch-lstm-rnn", "keras-tf-lstm-rnn"), ("torch-rnn", "onnx-ort")),
+        differences=subject(against=PADDING),
+        notes=("Compare real steps and final states only, or give Keras `zero_output_for_mask=True` "
+               "(`Bidirectional` sets it). A pre-padded batch given as lengths runs over its padding.",),
+        snippet=PADDED_SNIPPET, snippet_needs=("torch", "keras"),
+        caveat="onnx.reference ignores `sequence_lens`: it runs every element all T steps.",
+    ),
+    Question(
+        "gradients-and-steps",
+        "Are the gradients and one optimizer step the same?",
+        (Claim("Yes", "the gradients of every weight, input and initial state agree within their bound once the "
+                      "weights are mapped", about="the gradients",
+               pairs=(("torch-lstm", "keras-tf-lstm"), ("torch-gru", "flax-linen-gru"), ("torch-lstm", "equinox-lstm"))),
+         Claim("No", "SGD on Keras's one bias against PyTorch's two moves the sum twice as far, and Adam's "
+                     "default `epsilon` differs (1e-7 before the bias correction, 1e-8 after it)",
+               about="one optimizer step at the defaults", proof=subject(kinds=TRAINING))),
+        r"\Delta b = -\eta\,\frac{\hat m}{\sqrt{\hat v} + \epsilon}, \quad "
+        r"\epsilon_{\text{Keras}} = 10^{-7}\ \text{(before bias correction)},\ \epsilon_{\text{PyTorch}} = 10^{-8}",
+        (("torch-lstm", "keras-tf-lstm"), ("torch-gru", "flax-linen-gru"), ("torch-lstm", "equinox-lstm")),
+        differences=subject(kinds=TRAINING + ("TF1 forget_bias=1.0 unfolded", "GRU reset after vs reset before")),
+        notes=("A gradient is checked against a float64 backward pass of the reference; the step, against the "
+               "reference's own update.",),
+        caveat="A mapping that is wrong in the forward pass is wrong in the gradients too: the rows below show both.",
+    ),
+    Question(
+        "clips-and-peepholes",
+        "Are LSTM clipping and peepholes the same across TF1, ONNX Runtime and OpenVINO?",
+        (Claim("No", "TF1's `cell_clip` clips the stored state c; ONNX's `clip` clips every gate's argument and "
+                     "keeps c. ONNX Runtime does not clip c' before h, and OpenVINO's ONNX frontend drops `P` and "
+                     "`input_forget`. Without clips and peepholes they agree",
+               proof=subject(kinds=CLIPS)),),
+        r"c_t^{\text{TF1}} = \operatorname{clip}(f_t \odot c_{t-1} + i_t \odot g_t,\,\pm c_{\text{clip}}) "
+        r"\quad\text{vs}\quad i_t^{\text{ONNX}} = \sigma\big(\operatorname{clip}(W_i x_t + R_i h_{t-1} + b_i,\,\pm "
+        r"\text{clip})\big)",
+        (("tf1-lstm", "onnx-ort-lstm"), ("onnx-ort-lstm", "onnx-openvino-lstm")),
+        differences=subject(kinds=CLIPS),
+        caveat="Each bullet names the node attribute or option; without them the rows below agree.",
+    ),
+    Question(
+        "exporters",
+        "Does my model still compute the same after `torch.onnx.export` or tf2onnx?",
+        (Claim("Yes", "within float32 rounding, for the legacy and the dynamo exporter and for tf2onnx, padded "
+                      "batches and chunked runs included; ONNX Runtime runs the fused LSTM and GRU nodes in float32 "
+                      "only",
+               proof=subject(systems=EXPORTERS, excluding=PADDING_KINDS, against=EXPORTER_SOURCES),
+               pairs=(("torch-rnn", "torch-onnx-legacy"), ("torch-rnn", "torch-onnx-dynamo"),
+                      ("tf-keras-rnn", "tf2onnx-keras2-rnn"))),),
+        r"\max_t \lVert y_t^{\text{export}} - y_t^{\text{ref}} \rVert \le \text{bound}_{\text{float32}}",
+        (("torch-rnn", "torch-onnx-legacy"), ("torch-rnn", "torch-onnx-dynamo"),
+         ("torch-lstm-rnn", "torch-onnx-legacy-lstm"), ("tf-keras-rnn", "tf2onnx-keras2-rnn")),
+        notes=("A padded batch goes in as a deployed model takes it: the mask (`sequence_lens`, or a Keras "
+               "`Masking` layer) inside the exported model. Each exporter carries it, with its source's "
+               "convention on padded steps.",),
+        caveat="ONNX Runtime refuses the fused LSTM and GRU nodes in float64; export in float32.",
+    ),
+    Question(
+        "tflite",
+        "Does my Keras model still compute the same after TFLite conversion (`TFLiteConverter`, run in LiteRT)?",
+        (Claim("Yes", "within float32 rounding, from Keras 2 and Keras 3 alike, masks and chunked runs included; "
+                      "the converter needs a fixed batch dimension",
+               proof=subject(systems=TFLITE, excluding=PADDING_KINDS, against=TFLITE_SOURCES),
+               pairs=(("tf-keras-rnn", "tflite-keras2-rnn"), ("keras-tf-lstm-rnn", "tflite-keras-tf-lstm-rnn"))),),
+        r"\max_t \lVert y_t^{\text{TFLite}} - y_t^{\text{ref}} \rVert \le \text{bound}_{\text{float32}}",
+        (("tf-keras-rnn", "tflite-keras2-rnn"), ("keras-tf-lstm-rnn", "tflite-keras2-lstm-rnn"),
+         ("keras-tf-lstm-rnn", "tflite-keras-tf-lstm-rnn"), ("keras-tf-gru-rnn", "tflite-keras-tf-gru-rnn")),
+        caveat="Checked with and without the XNNPACK delegate.",
+    ),
+    Question(
+        "onnx2tf",
+        "Does an ONNX RNN, LSTM or GRU still compute the same after onnx2tf (ONNX to TFLite)?",
+        (Claim("Yes", "within float32 rounding, for the RNN, LSTM and both GRU variants, on the nodes the suite "
+                      "gives it",
+               pairs=(("onnx-ort", "onnx2tf-rnn"), ("onnx-ort-lstm", "onnx2tf-lstm"), ("onnx-ort-gru", "onnx2tf-gru"))),),
+        r"\max_t \lVert y_t^{\text{onnx2tf}} - y_t^{\text{ref}} \rVert \le \text{bound}_{\text{float32}}",
+        (("onnx-ort", "onnx2tf-rnn"), ("onnx-ort-lstm", "onnx2tf-lstm"), ("onnx-ort-gru", "onnx2tf-gru"),
+         ("onnx-ort-gru-reset-before", "onnx2tf-gru-reset-before")),
+        differences=subject(systems=("onnx2tf-rnn", "onnx2tf-lstm", "onnx2tf-gru", "onnx2tf-gru-reset-before"),
+                            kinds=("onnx2tf",)),
+        caveat="onnx2tf runs in an environment of its own (nox -s onnx2tf); its rows link to its own report.",
+    ),
+    Question(
+        "nobuco",
+        "Does my PyTorch LSTM or GRU still compute the same after nobuco (PyTorch to Keras)?",
+        (Claim("Yes", "within float32 rounding for `nn.LSTM` and `nn.GRU`; nobuco refuses `nn.RNN`, `proj_size` "
+                      "and packed sequences, and turns float64 into float32",
+               pairs=(("torch-lstm-rnn", "nobuco-lstm"), ("torch-gru-rnn", "nobuco-gru"))),),
+        r"\max_t \lVert y_t^{\text{nobuco}} - y_t^{\text{ref}} \rVert \le \text{bound}_{\text{float32}}",
+        (("torch-lstm-rnn", "nobuco-lstm"), ("torch-gru-rnn", "nobuco-gru")),
+        differences=subject(systems=("nobuco-lstm", "nobuco-gru"), against=("torch.nn.LSTM in float64",
+                                                                            "torch.nn.GRU in float64")),
+        caveat="nobuco runs in an environment of its own (nox -s nobuco); its rows link to its own report.",
+    ),
+    Question(
+        "runtimes",
+        "Do ONNX Runtime, OpenVINO and `onnx.reference` compute the same ONNX node?",
+        (Claim("Only if", "at its default OpenVINO computes in bf16 on a CPU that has it, up to a thousand "
+                          "float32 bounds away. `onnx.reference` ignores `clip` and `sequence_lens`",
+               condition="OpenVINO compiles with `INFERENCE_PRECISION_HINT=f32`", proof=subject(kinds=PRECISION),
+               pairs=(("onnx-ort", "onnx-openvino"),)),),
+        r"\lVert y^{\text{OpenVINO, bf16}} - y^{\text{ref}} \rVert \gg \text{bound}_{\text{float32}} "
+        r"\quad\text{(}2^{-8}\text{ against }2^{-24}\text{ per rounding)}",
+        (("onnx-ort", "onnx-openvino"), ("onnx-ort-lstm", "onnx-openvino-lstm"), ("onnx-ort-gru", "onnx-openvino-gru"),
+         ("onnx-ort", "onnx-reference")),
+        differences=subject(kinds=PRECISION + ("onnx.reference ignores what its node says",
+                                               "onnx.reference ignores sequence_lens")),
+        caveat="OpenVINO's f32 and ONNX Runtime agree within float32 rounding on every node the suite runs.",
+    ),
+)
