@@ -19,11 +19,12 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
+from frameworks import converted  # noqa: E402  (NumPy only)
 from frameworks.base import distribution_version  # noqa: E402
 from harness import selection as selection_mod  # noqa: E402
-from harness import shards  # noqa: E402
+from harness import schedule, shards  # noqa: E402
 from harness.cases import (cases_for, chunked_cases, eager_cases, gradient_cases, mutation_cases,  # noqa: E402
-                           optimizer_cases, option_cases, padded_cases, pair_cases)
+                           mutations_for, optimizer_cases, option_cases, padded_cases, pair_cases)
 from harness.compare import BoundExceeded, KnownIssueObserved  # noqa: E402
 from harness.depth import DEPTHS  # noqa: E402
 from harness.known_issues import KNOWN_ISSUES, known_issue, rows_of, scopes_of, shows_as  # noqa: E402
@@ -62,6 +63,12 @@ def pytest_addoption(parser):
         "--shard", default=None, metavar="K/N",
         help="run part K of N of the selected tests (harness.shards: disjoint, the same on every machine); with "
              "--equivalence-report=DIR it writes DIR/part-K-of-N.json, merged by: python -m harness.shards merge",
+    )
+    parser.addoption(
+        "--no-conversion-cache", action="store_true", default=False,
+        help=f"convert every converted system's model afresh: neither read nor write the cache of converted models "
+             f"kept across runs (frameworks.converted; also ${converted.OFF_VAR}=1; its directory: "
+             f"${converted.CACHE_VAR}, else the user's cache directory)",
     )
     parser.addoption(
         "--equivalence-summary", default="compact", choices=("compact", "full"),
@@ -115,13 +122,14 @@ def pytest_configure(config):
         "markers", "not_where_known: generate the test only where no known upstream bug (harness.known_issues) applies")
     config.addinivalue_line(
         "markers", "known_issue(row): the row of harness.known_issues a strict xfail stands for (set by the parametrisation)")
+    cache = _conversion_cache(config)
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
-        _share_exports(config)
         _one_thread_per_process()
         summary = Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
                           seed=seed, mode=config.getoption("--equivalence-summary"))
         summary.shard = config.stash[SHARD]
+        summary.conversion_cache = str(cache) if cache else ""
         config.pluginmanager.register(summary, "rnn-equivalence-summary")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
@@ -164,17 +172,16 @@ def _share_jax_compilations(config):
     config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
-def _share_exports(config):
-    """One directory of exported ONNX models for this run's processes (``frameworks.torch_export``):
-    an export costs seconds, and the tests of one case on different workers need the same model."""
-    if "RNN_EQ_EXPORT_CACHE" in os.environ:
-        return
-    import shutil
-    import tempfile
-
-    directory = tempfile.mkdtemp(prefix="rnn-equivalence-exports-")
-    os.environ["RNN_EQ_EXPORT_CACHE"] = directory
-    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+def _conversion_cache(config):
+    """The directory of the converted models kept across runs (``frameworks.converted``), checked before
+    any test, or None where ``--no-conversion-cache`` or the environment turns it off. The option is
+    passed on as the environment variable, which the workers and their children inherit (and read)."""
+    if config.getoption("--no-conversion-cache"):
+        os.environ[converted.OFF_VAR] = "1"
+    try:
+        return converted.check_cache_directory()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def _fail_fast_on_missing(selection):
@@ -196,12 +203,15 @@ def pytest_report_header(config):
         for dist in adapter_class(name).distributions:
             versions[dist] = distribution_version(dist)
     policy = "error" if selection.missing_is_error else "skip with reason"
+    cache = converted.cache_directory()
     return [
         "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"rnn-equivalence: frameworks {', '.join(selection.names)}; "
         f"KERAS_BACKEND={os.environ['KERAS_BACKEND']}; missing framework -> {policy}",
         f"rnn-equivalence: platform {platform.platform()}, {platform.machine()}",
         "rnn-equivalence: depth {}, seed {}".format(*config.stash[DESIGN]),
+        f"rnn-equivalence: converted models cached in {cache}" if cache else
+        f"rnn-equivalence: conversion cache off (--no-conversion-cache or {converted.OFF_VAR}=1)",
     ]
 
 
@@ -266,10 +276,12 @@ def pytest_generate_tests(metafunc):
                         "activation_spec": [case.activation] if case else cls.activations,
                         # Every mutation on the square case, where only values can give it away; a non-square
                         # one too (where shapes may refuse it) at full depth. Quick: the first mutation only
-                        # (one case per capability), so that the test is met; default and full: every one.
+                        # (one case per capability), so that the test is met; default, every one but for a
+                        # converted system, whose first alone needs a conversion of its own (harness.cases.
+                        # mutations_for); full: every one.
                         "mutation_case": mutation_cases(cls, depth if depth == "full" else "quick")
                         if "mutation_case" in argnames else [None],
-                        "mutation": list(cls.mutations)[:1] if depth == "quick" else list(cls.mutations)}
+                        "mutation": mutations_for(cls, depth)}
                 products = itertools.product(*(axes[a] for a in argnames))
                 for values in products:
                     named = dict(zip(argnames, values))
@@ -403,6 +415,28 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=[item for item in items if id(item) in dropped])
         items[:] = [item for item in items if id(item) not in dropped]
+    # The costliest systems first, each system's tests together (harness.schedule): the workers finish together.
+    items[:] = schedule.by_cost(items, _system_of_item, schedule.committed_seconds())
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A worker done with a system (its tests run together: harness.schedule) lets go of what it built for it
+    (``Adapter.built_once``: layers, compiled functions, converted models' runtimes), so that memory holds
+    one system's objects at a time, not every system's of a long run."""
+    system = _system_of_item(item)
+    if system and (nextitem is None or _system_of_item(nextitem) != system):
+        adapter = _LOADED.get(system)
+        if adapter is not None and not isinstance(adapter, ImportError) and adapter.__dict__.pop("_built", None):
+            import gc
+
+            gc.collect()
+
+
+def _system_of_item(item):
+    """The system a collected test is about (the first of a pair), or None (the harness's own tests)."""
+    from harness.records import _systems
+
+    return _systems(getattr(getattr(item, "callspec", None), "params", {}), item)[0]
 
 
 _LOADED = {}
@@ -461,3 +495,10 @@ def load_system(request):
 def depth(request) -> str:
     """The run's depth (quick, default, full), for a test that chooses its own runs by it."""
     return request.config.stash[DESIGN][0]
+
+
+@pytest.fixture
+def design_seed(request) -> int:
+    """The run's seed, for a test that runs cases of the run's design itself (whose converted models the
+    design's tests share)."""
+    return request.config.stash[DESIGN][1]

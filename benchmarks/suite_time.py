@@ -6,8 +6,11 @@ Times, ``--runs`` times each and reporting the median:
 
 - the import of each framework in a fresh Python (what every pytest-xdist worker,
   and every Keras child process, pays once);
-- the README's test command, ``pytest -n auto --equivalence-report=DIR``, at the default
-  and the quick depth (``--full``: once at full depth too), and, with ``--before REV``, the
+- the README's test command, ``pytest -n auto --equivalence-report=DIR``, at the default depth
+  from a cold cache (a new, empty user cache directory: ``XDG_CACHE_HOME``, where the converted
+  models and JAX's compilations are kept, ``frameworks.converted``) and warm (the same directory
+  again, right after: the second run on the same versions), at the quick depth (cold), and
+  (``--full``) once at full depth (cold), and, with ``--before REV``, the
   suite of an earlier commit, interleaved with this tree's (whole
   process: start-up, collection, imports in the workers, tests, the report), in wall
   clock and in CPU seconds of the whole process tree (with 2 cores, wall can fall no
@@ -15,7 +18,10 @@ Times, ``--runs`` times each and reporting the median:
   tree on this machine, as its speed does);
 - the same with only the NumPy reference selected;
 - where the test time goes: the tests' own durations (pytest's junit XML), summed over
-  the workers and grouped by the system they test.
+  the workers and grouped by the system they test, per system at each depth timed (cold and
+  warm at default), and by framework stack;
+- the peak resident memory of the largest process of a run (a worker: ``ru_maxrss`` of the
+  children), per command.
 
 A benchmark, not a test: nothing here asserts a time.
 """
@@ -54,6 +60,7 @@ IMPORTS = {
 }
 COMMANDS = {  # the README's test command at each depth; the report goes to a temporary directory
     "whole suite": ["pytest", "-n", "auto", "--equivalence-report=REPORT"],
+    "whole suite, warm": ["pytest", "-n", "auto", "--equivalence-report=REPORT"],
     "whole suite, quick": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--depth=quick"],
     "NumPy only": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--frameworks=numpy-split,numpy-concat"],
 }
@@ -61,17 +68,19 @@ COMMANDS = {  # the README's test command at each depth; the report goes to a te
 BEFORE_COMMANDS = ("whole suite", "NumPy only")
 
 
-def timed(args, cwd=ROOT) -> tuple[float, float, str]:
-    """Wall seconds, CPU seconds (user + system, the process and all it waited for), stdout."""
+def timed(args, cwd=ROOT, env=None) -> tuple[float, float, str, float]:
+    """Wall seconds, CPU seconds (user + system, the process and all it waited for), stdout, and the peak
+    resident memory in GiB of the largest process it waited for (Linux: ``ru_maxrss`` of the children is
+    the largest child's; a run's largest is a worker)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu, result.stdout
+    return elapsed, cpu, result.stdout, after.ru_maxrss / 2**20
 
 
 # What a system runs on, by the start of its name (the longest that matches).
@@ -102,6 +111,23 @@ def test_time_by_system(junit: Path) -> tuple[float, list[tuple[str, float, int]
     return sum(seconds.values()), [(key, t, counts[key]) for key, t in seconds.most_common()]
 
 
+def per_system_table(breakdowns: dict) -> list[str]:
+    """Each system's test seconds in the last run of every command timed: its cost at each depth."""
+    columns = [name for name in ("whole suite, quick", "whole suite", "whole suite, warm", "whole suite, full (once)")
+               if name in breakdowns]
+    seconds = {name: {key: t for key, t, _ in breakdowns[name][1]} for name in columns}
+    keys = sorted({key for name in columns for key in seconds[name]},
+                  key=lambda key: -seconds["whole suite"].get(key, 0.0))
+    titles = {"whole suite, quick": "quick, cold", "whole suite": "default, cold", "whole suite, warm": "default, warm",
+              "whole suite, full (once)": "full, cold"}
+    return ["", "## Each system's cost at each depth (test seconds, summed over the workers; the last run of each)", "",
+            "| system (or test module) | " + " | ".join(titles[name] for name in columns) + " |",
+            "|---|" + "---|" * len(columns),
+            *(f"| {key} | " + " | ".join(f"{seconds[name].get(key, 0.0):.1f}" for name in columns) + " |"
+              for key in keys),
+            "| **all** | " + " | ".join(f"{breakdowns[name][0]:.0f}" for name in columns) + " |"]
+
+
 def cases_per_depth() -> list[tuple[str, list[tuple[int, int]]]]:
     """Each main-environment system's whole-sequence cases and (case, dtype) runs at quick, default, full."""
     from harness.cases import cases_for
@@ -126,6 +152,8 @@ def main(argv=None) -> int:
     parser.add_argument("--before", metavar="REV", help="also time the suite of this commit (a git worktree), "
                         "its runs interleaved with this tree's, so that both meet the same machine")
     parser.add_argument("--full", action="store_true", help="also time --depth=full, once")
+    parser.add_argument("--before-runs", type=int, help="runs of the earlier commit's commands (default: --runs), "
+                        "in the first rounds: an old suite may take many times this one's time")
     args = parser.parse_args(argv)
     trees = [("this tree", ROOT, list(COMMANDS))]
     scratch_tree = None
@@ -148,30 +176,37 @@ def measure(args, trees) -> int:
         baseline = [timed([sys.executable, "-c", "pass"])[0] for _ in range(args.runs)]
         imports[name] = statistics.median(samples) - statistics.median(baseline)
         print(f"import {name}: {imports[name]:.2f} s", flush=True)
-    suites, breakdown = collections.defaultdict(list), None
+    suites, breakdowns = collections.defaultdict(list), {}
     plan = [(tree, path, name) for tree, path, names in trees for name in names]
     if args.full:
         COMMANDS["whole suite, full (once)"] = COMMANDS["whole suite"] + ["--depth=full"]
     for run in range(args.runs):  # round-robin: every command meets the machine as it is now
-        for tree, path, name in plan + ([("this tree", ROOT, "whole suite, full (once)")]
-                                         if args.full and run == 0 else []):
+        caches = {}  # per tree, this round's cache directory: new for a cold run, kept for the warm one after it
+        before_runs = args.runs if args.before_runs is None else args.before_runs
+        for tree, path, name in [step for step in plan if step[0] == "this tree" or run < before_runs] + (
+                [("this tree", ROOT, "whole suite, full (once)")] if args.full and run == 0 else []):
+            if name != "whole suite, warm":
+                caches[tree] = tempfile.mkdtemp(prefix="suite-time-cache-")
+            env = {**os.environ, "XDG_CACHE_HOME": caches[tree]}
             with tempfile.TemporaryDirectory() as scratch:
                 junit = Path(scratch) / "junit.xml"
                 argv = [a.replace("REPORT", str(Path(scratch) / "report")) for a in COMMANDS[name]]
-                elapsed, cpu, out = timed([sys.executable, "-m", *argv, "-p", "no:cacheprovider",
-                                           f"--junitxml={junit}"], cwd=path)
-                if tree == "this tree" and name == "whole suite" and run == args.runs - 1:
-                    breakdown = test_time_by_system(junit)
+                elapsed, cpu, out, peak = timed([sys.executable, "-m", *argv, "-p", "no:cacheprovider",
+                                                 f"--junitxml={junit}"], cwd=path, env=env)
+                if tree == "this tree" and name != "NumPy only":
+                    breakdowns[name] = test_time_by_system(junit)  # the last run's
             tail = [line for line in out.splitlines() if re.search(r"\d+ passed", line)][-1].strip("= ")
-            suites[(tree, name)].append((elapsed, cpu, tail))
-            print(f"{tree}, {name}: {elapsed:.1f} s wall, {cpu:.1f} s CPU ({tail})", flush=True)
+            suites[(tree, name)].append((elapsed, cpu, tail, peak))
+            print(f"{tree}, {name}: {elapsed:.1f} s wall, {cpu:.1f} s CPU, peak {peak:.2f} GiB ({tail})", flush=True)
     if args.output:
         lines = [
             "# How long the suite takes", "",
             f"{datetime.date.today()}. Machine: {cpu_name()}, {os.cpu_count()} cores, {platform.platform()}, "
             f"Python {platform.python_version()}. "
             f"Command: `python benchmarks/suite_time.py --runs {args.runs}"
-            f"{f' --before {args.before}' if args.before else ''}{' --full' if args.full else ''} "
+            f"{f' --before {args.before}' if args.before else ''}"
+            f"{f' --before-runs {args.before_runs}' if args.before_runs is not None else ''}"
+            f"{' --full' if args.full else ''} "
             f"--output {args.output}`.", "",
             "## Framework imports (median of fresh processes, minus Python's own start-up)", "",
             "Paid once per process that needs the framework: each of the `-n auto` workers, "
@@ -183,15 +218,20 @@ def measure(args, trees) -> int:
             "this machine, pytest re-does its assertion rewriting of the plugins' modules (Hypothesis, "
             "xdist) and of the tests in every process, about 1.5 s per worker.", "",
             "Runs interleaved: each round runs every command of every tree once, in turn.", "",
-            "| tree | command | wall, runs (s) | wall, median (s) | CPU, median (s) | tests |",
-            "|---|---|---|---|---|---|",
+            "Cold: a new, empty cache directory (`XDG_CACHE_HOME`: the converted models, JAX's compilations); "
+            "warm: the same directory again, right after the cold run of its round.", "",
+            "| tree | command | wall, runs (s) | wall, median (s) | CPU, median (s) | peak RSS of a process, max (GiB) "
+            "| tests |",
+            "|---|---|---|---|---|---|---|",
         ]
         for (tree, name), runs in suites.items():
             command = " ".join(COMMANDS[name]).replace("REPORT", "DIR")
-            lines.append(f"| {tree} | {name}: `{command}` | {', '.join(f'{e:.1f}' for e, _, _ in runs)} "
-                         f"| {statistics.median(e for e, _, _ in runs):.1f} "
-                         f"| {statistics.median(c for _, c, _ in runs):.1f} | {runs[-1][2]} |")
-        total, by_system = breakdown
+            lines.append(f"| {tree} | {name}: `{command}` | {', '.join(f'{e:.1f}' for e, _, _, _ in runs)} "
+                         f"| {statistics.median(e for e, _, _, _ in runs):.1f} "
+                         f"| {statistics.median(c for _, c, _, _ in runs):.1f} | {max(p for *_, p in runs):.2f} "
+                         f"| {runs[-1][2]} |")
+        lines += per_system_table(breakdowns)
+        total, by_system = breakdowns["whole suite"]
         lines += [
             "", "## Where the test time goes (this tree's last whole-suite run, default depth)", "",
             f"Each test's setup, call and teardown, summed over the workers: {total:.0f} s in all. "

@@ -81,6 +81,9 @@ class Adapter(TestPlan, Mapping):
     """A system: its mapping (``Mapping``), what it is checked on (``TestPlan``), and its runner, here."""
 
     distributions: tuple[str, ...] = ()  # pip distributions whose versions identify what was run
+    # A converted system (``TestPlan.converter``): the distributions besides ``distributions`` that the
+    # converted model depends on (the onnx package that writes it); part of the conversion cache's key.
+    converter_distributions: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # top-level modules the adapter imports
     # Environment the framework must be imported under (Keras's backend); where this
     # process differs, frameworks.load runs the framework in a child process.

@@ -1,24 +1,55 @@
-"""Converted models, made once per model: an export or conversion (``torch.onnx.export``, tf2onnx,
-TFLite's converter) takes seconds, the run of its result milliseconds.
+"""Converted models, made once and kept across runs: a content-addressed cache, like ccache.
 
-A converted model depends on the system, the converter's versions, the structure (configuration,
-activations, the inputs' shapes and dtype) and the weights' values, not on the inputs' values: the
-reference test, the comparison with the source framework and the pair test of one case share it. The
-key holds all of these, the weights by their SHA-256 digests, so another set of weights (a mutation, the
-next case) is converted afresh. Shared in this process, and across a run's processes through the
-directory ``RNN_EQ_EXPORT_CACHE`` names (conftest sets one per run and removes it after).
+An export or conversion (``torch.onnx.export``, tf2onnx, TFLite's converter) takes seconds, the run of
+its result milliseconds. A converted model depends on the system, the converter's versions and those of
+what it depends on, the project's code that builds and converts the source model, the structure
+(configuration, activations, the inputs' shapes and dtype, the options) and the weights' values, not on
+the inputs' values. The key (``conversion_key``) holds all of these, the weights by their SHA-256
+digests: another set of weights (a mutation, a case of another structure) is converted afresh, and an
+upgrade or an edit of the adapters' code misses rather than serves a model the new code would not make.
+
+Entries live in ``RNN_EQ_CONVERSION_CACHE`` if set, else in the user's cache directory (``platformdirs``),
+shared by every process of a run (xdist's workers) and by the runs after it. ``RNN_EQ_NO_CONVERSION_CACHE=1``
+(pytest's ``--no-conversion-cache`` sets it) turns it off: every model is converted in the process that
+needs it. Each entry starts with a header naming its key, its payload's length and SHA-256, checked before
+the payload is trusted: a truncated or corrupt entry (a full disk, a crash, an edit) is removed and the
+model converted again, never run. An entry is written whole to a temporary file and renamed into place,
+so a reader sees a whole entry or none, and two writers of one key leave one whole entry.
+
+The entries are bytes the runtimes parse (ONNX protobufs, TFLite flatbuffers), never unpickled.
+
+``COUNTS`` counts, per process, the models read from the cache, converted, and the entries rejected;
+``take_counts`` hands them to the run's report (conftest.py) and starts again from zero.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
+import platform
+import sys
+import tempfile
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from frameworks.base import distribution_version
+
+CACHE_VAR = "RNN_EQ_CONVERSION_CACHE"
+OFF_VAR = "RNN_EQ_NO_CONVERSION_CACHE"
+# Bumped when what an entry holds or how its key is made changes: older entries then miss.
+FORMAT = "rnn-equivalence conversion 1"
+# Models kept in memory per process: a test runs one model several times (chunks, kernels), the next test
+# mostly another; the rest is on disk. Few, so that a long run does not hold every model it converted.
+MEMORY_ENTRIES = 8
+
+COUNTS = {"from_cache": 0, "converted": 0, "rejected": 0}
+_MEMORY: OrderedDict[str, bytes] = OrderedDict()
 
 
 def digest(array) -> str | None:
@@ -34,24 +65,160 @@ def weights_digests(native: dict) -> list[tuple[str, str | None]]:
     return [(name, digest(value)) for name, value in sorted(native.items())]
 
 
-def converted_once(adapter, parts, convert: Callable[[], bytes], suffix: str = ".onnx") -> bytes:
-    """The converted model of ``adapter`` keyed by ``parts`` (a repr-stable description of everything it
-    depends on but the converter's versions, which are added here: a directory the user set, and kept,
-    may outlive an upgrade), from ``convert()`` on first use."""
-    versions = [(d, distribution_version(d)) for d in adapter.distributions]
-    key = hashlib.sha256(repr((adapter.name, versions, parts)).encode()).hexdigest()
-    memory = adapter.__dict__.setdefault("_converted", {})
-    if key in memory:
-        return memory[key]
-    directory = os.environ.get("RNN_EQ_EXPORT_CACHE")
-    path = Path(directory) / f"{key}{suffix}" if directory else None
-    if path is not None and path.exists():
-        data = path.read_bytes()
+# --- where the cache is, and whether it is on ----------------------------------------------------
+
+
+def cache_enabled(environ=os.environ) -> bool:
+    """False where ``RNN_EQ_NO_CONVERSION_CACHE`` is 1; a value other than 0, 1 or empty is an error, not
+    a guess (a typo must not silently keep a cache the user meant to turn off, nor the reverse)."""
+    value = environ.get(OFF_VAR, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{OFF_VAR}: expected 1 (no conversion cache) or 0, got {value!r}")
+    return value != "1"
+
+
+def cache_directory(environ=os.environ) -> Path | None:
+    """The cache's directory (``RNN_EQ_CONVERSION_CACHE``, else the user's cache directory), or None
+    where the cache is off."""
+    if not cache_enabled(environ):
+        return None
+    chosen = environ.get(CACHE_VAR, "").strip()
+    if chosen:
+        return Path(chosen).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("rnn-equivalence")) / "conversions"
+
+
+def check_cache_directory(environ=os.environ) -> Path | None:
+    """``cache_directory``, created and checked writable once, before a run: an unusable one is an error
+    that says how to choose another or turn the cache off (not a failure in every converter test)."""
+    directory = cache_directory(environ)
+    if directory is None:
+        return None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise ValueError(f"conversion cache {directory}: not a writable directory ({error}); set {CACHE_VAR} to "
+                         f"one, or {OFF_VAR}=1 to convert without a cache") from None
+    return directory
+
+
+# --- the key ---------------------------------------------------------------------------------------
+
+
+def conversion_key(adapter, parts) -> str:
+    """The entry's name: SHA-256 of the system, the versions its conversions depend on, the digest of the
+    project's code that builds and converts its models, and ``parts`` (the structure, the options and the
+    weights' digests, repr-stable)."""
+    versions = conversion_versions(type(adapter))
+    return hashlib.sha256(repr((FORMAT, adapter.name, versions, code_digest(type(adapter)), parts)).encode()).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def conversion_versions(cls) -> tuple:
+    """Python's, NumPy's (the weights become the model's constants) and every distribution the system's
+    runs and conversions depend on (``distributions``, ``converter_distributions``)."""
+    names = sorted({"numpy", *cls.distributions, *getattr(cls, "converter_distributions", ())})
+    return (("python", platform.python_version()), *((name, distribution_version(name)) for name in names))
+
+
+@lru_cache(maxsize=None)
+def code_digest(cls) -> str:
+    """The digest of ``source_files(cls)``: an edit of the code that builds or converts the model is a
+    miss, not a stale model."""
+    return files_digest(source_files(cls))
+
+
+def source_files(cls) -> list[Path]:
+    """The source files of the project's modules (``frameworks``) that define the adapter and its bases:
+    the model built around the weights, the converter's call."""
+    return sorted({Path(inspect.getsourcefile(sys.modules[base.__module__])) for base in cls.__mro__
+                   if base.__module__.split(".")[0] == "frameworks"})
+
+
+def files_digest(files) -> str:
+    """SHA-256 of the files' names and bytes, in order."""
+    combined = hashlib.sha256()
+    for path in files:
+        combined.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return combined.hexdigest()
+
+
+# --- entries ---------------------------------------------------------------------------------------
+
+
+def header(key: str, data: bytes) -> bytes:
+    """An entry's first line: the format, its key, the payload's length and SHA-256."""
+    return f"{FORMAT} {key} {len(data)} {hashlib.sha256(data).hexdigest()}\n".encode()
+
+
+def read_entry(path: Path, key: str) -> bytes | None:
+    """The payload of the entry at ``path`` if it is whole and its checksum holds; None if there is none.
+    A damaged one is removed (and counted in ``COUNTS["rejected"]``): the caller converts again."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    first, newline, data = raw.partition(b"\n")
+    if newline and raw.startswith(header(key, data)):
+        return data
+    COUNTS["rejected"] += 1
+    warnings.warn(f"conversion cache: {path} is damaged (truncated, or its checksum does not hold): removed, "
+                  "converting again", RuntimeWarning, stacklevel=3)
+    path.unlink(missing_ok=True)
+    return None
+
+
+def write_entry(path: Path, key: str, data: bytes) -> None:
+    """Write the entry whole to a temporary file beside it, then rename it into place (atomic): a reader
+    never sees half of it, and of two writers of one key the last rename wins, whole."""
+    descriptor, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(header(key, data))
+            out.write(data)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def cached(key: str, convert: Callable[[], bytes], suffix: str, directory: Path | None) -> bytes:
+    """The model of ``key``: from memory, else from the entry in ``directory`` (None: no cache), else
+    ``convert()``, stored there. Counted in ``COUNTS``."""
+    if key in _MEMORY:
+        _MEMORY.move_to_end(key)
+        return _MEMORY[key]
+    path = directory / f"{key}{suffix}" if directory is not None else None
+    data = read_entry(path, key) if path is not None else None
+    if data is not None:
+        COUNTS["from_cache"] += 1
     else:
         data = convert()
-        if path is not None:  # written whole, then renamed: another process never reads half a model
-            partial = path.with_suffix(f".{os.getpid()}.partial")
-            partial.write_bytes(data)
-            partial.replace(path)
-    memory[key] = data
+        if not isinstance(data, bytes):
+            raise TypeError(f"conversion: expected the converted model's bytes, got {type(data).__name__}")
+        COUNTS["converted"] += 1
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_entry(path, key, data)
+    _MEMORY[key] = data
+    while len(_MEMORY) > MEMORY_ENTRIES:
+        _MEMORY.popitem(last=False)
     return data
+
+
+def converted_once(adapter, parts, convert: Callable[[], bytes], suffix: str = ".onnx") -> bytes:
+    """The converted model of ``adapter`` described by ``parts`` (a repr-stable description of the
+    structure, the options and the weights' digests; ``conversion_key`` adds the rest), from the cache
+    or from ``convert()``."""
+    return cached(conversion_key(adapter, parts), convert, suffix, cache_directory())
+
+
+def take_counts() -> dict[str, int]:
+    """This process's counts since the last call, and zero again."""
+    taken = dict(COUNTS)
+    COUNTS.update(dict.fromkeys(COUNTS, 0))
+    return taken

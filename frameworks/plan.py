@@ -34,6 +34,12 @@ class TestPlan:
     # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
     max_steps: int | None = None
     compare_with: str | None = None  # an exported model: the system it was exported from
+    # A converted system: what runs is a converter's output (TFLite's converter, tf2onnx, torch.onnx.export),
+    # named here; "" for a framework's own run. A converter's result depends on the structure it converts,
+    # not on the weights' values, so short of full depth such a system converts once per structure of its
+    # design and runs the first wrong mapping of each kind that needs a conversion (harness.depth,
+    # harness.cases); every case and every one at full depth.
+    converter: str = ""
     # Cases with an initial state given and omitted (harness.cases); (False,): a system that refuses one.
     initial_states: tuple[bool, ...] = (True, False)
     # Padded batches: the configurations the system is compared on with mixed lengths (with the

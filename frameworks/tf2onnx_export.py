@@ -39,6 +39,8 @@ class Tf2OnnxConverted(KerasModelExport):
     # Loop of elementwise ops and matrix products runs float64: the systems that never fuse declare it
     # (``_tf2onnx_system``).
     dtypes = ("float32",)
+    converter = "tf2onnx.convert.from_keras"
+    converter_distributions = ("onnx", "protobuf")  # tf2onnx builds the ModelProto with them
 
     def start(self):
         super().start()

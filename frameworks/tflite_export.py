@@ -46,6 +46,8 @@ class TfLiteConverted(KerasModelExport):
     TFLite flatbuffer and run in LiteRT's interpreter."""
 
     dtypes = ("float32",)  # TFLite's float kernels
+    converter = "tf.lite.TFLiteConverter"
+    converter_distributions = ("flatbuffers",)  # TensorFlow's converter writes the flatbuffer with it
 
     def start(self):
         super().start()

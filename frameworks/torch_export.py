@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 
 from frameworks.base import (
-    CELL, LayerConfig, Native, distribution_version, import_framework, scaled, states_with_last_c, swapped_names,
+    CELL, LayerConfig, Native, import_framework, scaled, states_with_last_c, swapped_names,
     transposed,
 )
 from frameworks.converted import converted_once, weights_digests
@@ -44,6 +44,8 @@ class Exported(TorchLayer):
 
     dtypes = ("float32",)  # ONNX Runtime's CPU RNN kernels and the usual export are float32
     dynamo: bool
+    converter = "torch.onnx.export"
+    converter_distributions = ("onnx",)  # the onnx package writes the model, with either exporter
     # Not TorchLayer's: each exported system declares its own (see the module's docstring).
     padded_configs: tuple[LayerConfig, ...] = ()
     # An exported graph run in ONNX Runtime has no autodiff here: TorchLayer's gradients would be PyTorch's,
@@ -122,9 +124,9 @@ class Exported(TorchLayer):
         not on the inputs' values (``frameworks.converted``). A padded batch's model takes the lengths
         as an input (``names``): one model for any lengths.
         """
-        # The onnx package writes the model: its version is part of the key too.
+        # The versions (onnx's among them: ``converter_distributions``) are added by ``converted_once``.
         parts = (g, str(config), list(names), [(tuple(a.shape), str(a.dtype)) for a in flat],
-                 distribution_version("onnx"), weights_digests(native))
+                 weights_digests(native))
         return converted_once(self, parts, lambda: self.export(module, args, names))
 
 

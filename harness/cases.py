@@ -7,6 +7,7 @@ single cell unrolled over a sequence is the one-layer, one-direction stack.
 from __future__ import annotations
 
 import itertools
+import zlib
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -177,13 +178,18 @@ MIN_CASES_PER_DTYPE = 3
 
 def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """The cases a system is compared on at ``depth`` (``harness.depth``); ``seed`` offsets every
-    case's seed, so another seed draws other weights and data for the same design."""
-    rows = design(factors(adapter, depth), depth)
+    case's seed, so another seed draws other weights and data for the same design. A converted
+    system (``TestPlan.converter``), short of full depth: one case per structure of the design
+    (``once_per_structure``), its weights seeded by its structure (``by_structure``)."""
+    levels = factors(adapter, depth)
+    rows = design(levels, depth)
     if depth == "default":  # a dtype the covering design gave fewer rows takes the first rows of the others
         for dtype in adapter.dtypes:
             mine = [row for row in rows if row["dtype"] == dtype]
             others = [row for row in rows if row["dtype"] != dtype]
             rows += [{**row, "dtype": dtype} for row in others[:max(0, MIN_CASES_PER_DTYPE - len(mine))]]
+    if converts_once_per_structure(adapter, depth):
+        rows = once_per_structure(rows, levels)
     cases = []
     for i, row in enumerate(rows):
         config = replace(row["config"], initial_state=row["initial_state"])
@@ -191,7 +197,69 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
         cases.append(case_of(adapter, I, H, row["batch"], row["steps"], seed * 10_000 + i, config,
                              activation=row["activation"], options=row["options"],
                              dtypes=(row["dtype"],) if "dtype" in row else ()))
-    return cases
+    return by_structure(cases, adapter, depth, seed)
+
+
+# --- converted systems short of full depth (harness.depth) ----------------------------------------
+# A converter's result depends on the structure it converts, not on the sizes of the fixed dimensions
+# nor on the weights' values: these factors make a case's structure; the others (shape, batch, steps)
+# are sizes.
+STRUCTURE_FACTORS = ("activation", "options", "config", "initial_state", "dtype")
+
+
+def converts_once_per_structure(adapter, depth: str) -> bool:
+    """A converted system short of full depth: one conversion per structure (harness.depth)."""
+    return bool(adapter.converter) and depth != "full"
+
+
+def once_per_structure(rows: list[dict], levels: dict) -> list[dict]:
+    """The first row of each structure (``STRUCTURE_FACTORS``) in ``rows``, in order, and the sizes dealt
+    out again: row j takes row j (cycling) of the size factors' quick design (every level once) followed by
+    the rest of their covering design, so that every level of every size factor is met (rows of a
+    structure repeated where there are fewer structures than levels), and every pair of size levels
+    where there are enough structures."""
+    firsts: dict[str, dict] = {}
+    for row in rows:
+        firsts.setdefault(repr([row[name] for name in STRUCTURE_FACTORS if name in row]), row)
+    structures = list(firsts.values())
+    sizes = {name: levels[name] for name in levels if name not in STRUCTURE_FACTORS}
+    quick = design(sizes, "quick")
+    dealt = quick + [row for row in design(sizes, "default") if row not in quick]
+    count = max(len(structures), len(quick))
+    return [{**structures[j % len(structures)], **dealt[j % len(dealt)]} for j in range(count)]
+
+
+def structure_seed(case: Case, seed: int) -> int:
+    """A seed drawn from the structure of a case's weights and model (its family member, sizes of the
+    weights, configuration, activation, options), offset by the run's ``seed``: cases of one structure get
+    the same weights, so that their converted models (a model per chunk length, a padded batch's on each
+    side of padding) are one conversion."""
+    structure = (case.family, case.variant, case.input_size, case.hidden_size, case.config, case.activation,
+                 case.options, case.zero_b_hn)
+    return seed * 10_000 + zlib.crc32(repr(structure).encode()) % 10_000
+
+
+def by_structure(cases: list[Case], adapter, depth: str, seed: int) -> list[Case]:
+    """A converted system's cases short of full depth, each seeded by its structure (``structure_seed``);
+    other systems' as they are."""
+    if not converts_once_per_structure(adapter, depth):
+        return cases
+    return [case.with_(seed=structure_seed(case, seed)) for case in cases]
+
+
+def converted_once_each(adapter, depth: str, runs: list) -> list:
+    """Of the wrong runs of one kind that each need a conversion of their own (a wrong mapping of the
+    weights, an option dropped, activations exchanged), the first, for a converted system short of full
+    depth: it shows that the converted model carries what it is given; the others re-test the source
+    system's mapping, which the source's own tests run. Every one otherwise."""
+    return runs[:1] if converts_once_per_structure(adapter, depth) else runs
+
+
+def mutations_for(adapter, depth: str) -> list[str]:
+    """The wrong mappings (``TestPlan.mutations``) a system is run with: quick, the first; a converted
+    system short of full depth, the first (``converted_once_each``); otherwise every one."""
+    names = list(adapter.mutations)
+    return names[:1] if depth == "quick" else converted_once_each(adapter, depth, names)
 
 
 def eager_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
@@ -279,7 +347,7 @@ def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
         lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
         cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
                              padding=padding_of(lengths, side)))
-    return in_turn(cases, adapter, depth)
+    return in_turn(by_structure(cases, adapter, depth, seed), adapter, depth)
 
 
 def padded_right_in_float32(adapter) -> bool:
@@ -305,8 +373,9 @@ def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     else:
         n = 1 if depth == "quick" else max(len(configs), 2)
         rows = [(configs[i % len(configs)], CHUNKINGS[i % 2]) for i in range(n)] if configs else []
-    return in_turn([case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
-                    for i, (config, chunks) in enumerate(rows)], adapter, depth)
+    cases = [case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
+             for i, (config, chunks) in enumerate(rows)]
+    return in_turn(by_structure(cases, adapter, depth, seed), adapter, depth)
 
 
 # Options changed or dropped the way converters get them wrong: six steps, where each of the suite's
@@ -316,11 +385,12 @@ OPTION_STEPS = 6
 
 def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """One case per non-default activation and per options set a system has (each other factor at its
-    first level): quick, the first of them; default, all; full, all in both shapes."""
+    first level), where each is gotten wrong (tests/equivalence/test_mutations.py): quick, the first of
+    them; default, all (a converted system: the first, ``converted_once_each``); full, all in both shapes."""
     # A projection alone cannot be dropped (W_h has its size): its mistakes are the adapters' mutations.
     rows = [(g, "") for g in adapter.activations[1:]] + [(adapter.activations[0], o) for o in adapter.options
                                                           if set(o.split("+")) - {"", "projection"}]
-    rows = rows[:1] if depth == "quick" else rows
+    rows = rows[:1] if depth == "quick" else converted_once_each(adapter, depth, rows)
     shapes = SHAPES if depth == "full" else SHAPES[1:]
     return in_turn([case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config,
                             activation=g, options=o) for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))],

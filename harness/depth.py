@@ -11,6 +11,26 @@ omitted; each case then runs in every dtype the system supports.
               shows only when two factors take particular levels together is still met
     quick     every level of every factor at least once
 
+Converted systems (``TestPlan.converter``: what runs is a converter's output, e.g. TFLite's converter,
+tf2onnx, ``torch.onnx.export``; a system added later follows by declaring it). A converter's result
+depends on the structure it converts (layer kind, configuration, activations, options, dtype, fixed or
+free dimensions, masking), not on the weights' values. So, short of full depth, such a system:
+
+- converts once per structure of its design: the design's first case of each structure (the factors
+  other than shape, batch and steps), the sizes dealt out again so that every level of every factor is
+  still met (``harness.cases.once_per_structure``);
+- draws each case's weights from its structure (``harness.cases.structure_seed``), so that the cases
+  of one structure in every design (a padded batch on each side of padding, a model per chunk length)
+  share one conversion;
+- runs, of the wrong mappings that each need a conversion of their own (a mutation of the weights, an
+  option dropped, activations exchanged: tests/equivalence/test_mutations.py), the first of each kind,
+  at least one per family member: it shows that the converted model carries what it is given; the
+  others re-test the source system's mapping, which the source's own tests run. The wrong runs that
+  reuse a converted model (lengths one short, the mask ignored, the state not carried) all run.
+
+At full depth a converted system runs every case and every mutation, as every other system does.
+Converted models are kept across runs besides (``frameworks.converted``).
+
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """
 

@@ -4,7 +4,8 @@ A plugin of every process (pytest-xdist workers run the tests): the ``record``
 fixture attaches one result per comparison to the test's report
 (``user_properties``, which xdist carries to the controller), and a failing
 test becomes a record too, so the summary (``harness.summary``) can never call a
-system equivalent when its tests failed.
+system equivalent when its tests failed. Each report also carries the converted models its phase
+read from the conversion cache or converted (``frameworks.converted``), for the summary's count.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from frameworks import adapter_class
-from harness.summary import PROPERTY
+from frameworks.converted import take_counts
+from harness.summary import CONVERSIONS, COST, PROPERTY
 
 
 def family_of(system: str) -> str:
@@ -46,6 +48,14 @@ def pytest_runtest_makereport(item, call):
             "kind": "failure", "system": system, "pair": other is not None, "family": family_of(system),
             **({"other": other} if other else {}),
             "dtype": params.get("dtype") or "float32", "test": item.nodeid, "message": message[:300]}))
+    # What the phase cost, by the system it tests (the test module for the harness's own tests): the
+    # summary's seconds per framework, the report's per system.
+    report.user_properties.append((COST, {"system": system or item.module.__name__, "seconds": report.duration}))
+    # This process's conversions since the last report, on this phase's report alone (a report's
+    # user_properties are its own copy), so that the controller adds each once.
+    counts = take_counts()
+    if any(counts.values()):
+        report.user_properties.append((CONVERSIONS, counts))
     return report
 
 
@@ -70,3 +80,19 @@ def record(request):
                         "family": family, **fields, **({"known": True} if known is not None else {})}))
 
     return record
+
+
+def peak_rss_gib() -> dict[str, float]:
+    """This process's peak resident memory, and its largest child's (a Keras child on another backend), in GiB
+    (Linux: ``ru_maxrss`` in KiB)."""
+    import resource
+
+    return {"process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "largest child": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20}
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker hands its peak memory to the controller (``Summary.pytest_testnodedown``)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["rnn_equivalence_peak_rss"] = peak_rss_gib()

@@ -17,7 +17,17 @@ from pathlib import Path
 from frameworks import adapter_class
 from frameworks.base import distribution_version
 from harness.selection import elsewhere
-from harness.summary import RUN_KINDS
+from harness.summary import RUN_KINDS, conversions_text
+
+
+def cost_text(cost: dict) -> str:
+    """The header's line on what the run cost, and each system's seconds, costliest first."""
+    seconds = cost["seconds"]
+    peaks = ", ".join(f"{name} {peak['process']:.2f} GiB (largest child {peak['largest child']:.2f})"
+                      for name, peak in cost.get("peak_rss", {}).items())
+    ranked = ", ".join(f"{name} {spent:.1f}" for name, spent in sorted(seconds.items(), key=lambda item: -item[1]))
+    return (f"Test time: {sum(seconds.values()):.0f} s summed over the processes" + (f"; peak RSS: {peaks}" if peaks else "")
+            + f". Seconds per system (or test module), costliest first: {ranked}.")
 
 SCHEMA_VERSION = 6  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
 # 5: levels (by activation and options set); 6: gradients, optimizer (and, optional, elsewhere)
@@ -86,6 +96,10 @@ def build(summary, names, command: str | None = None, env: dict | None = None) -
         "depth": summary.depth, "seed": summary.seed,
         "environment": env or environment(names),
         "outcomes": dict(summary.outcomes),
+        "conversions": dict(summary.conversions),
+        "cost": {"seconds": {name: round(spent, 3) for name, spent in sorted(summary.seconds.items())},
+                 "peak_rss": {name: {k: round(v, 3) for k, v in peak.items()}
+                              for name, peak in sorted(summary.peak_rss.items())}},
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
         "elsewhere": elsewhere(names),
     }
@@ -110,6 +124,8 @@ def markdown(report: dict) -> str:
         f"KERAS_BACKEND={env['keras_backend']}", "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()), "",
         "Tests: " + ", ".join(f"{n} {k}" for k, n in report["outcomes"].items() if n), "",
+        *([conversions_text(report["conversions"]), ""] if conversions_text(report.get("conversions", {})) else []),
+        *([cost_text(report["cost"]), ""] if report.get("cost", {}).get("seconds") else []),
         *[f"Run in an environment of their own (nox session `{session}`), not here: {', '.join(names)}; their "
           f"report: docs/environments/{session}/EQUIVALENCE.md." for session, names in report.get("elsewhere", {}).items()],
         *([""] if report.get("elsewhere") else []),

@@ -47,7 +47,8 @@ def write_part(summary, directory) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     part = {"part_schema": PART_SCHEMA, "shard": [k, n], "depth": summary.depth, "seed": summary.seed,
             "names": list(summary.names), "command": run_command(), "environment": environment(summary.names),
-            "outcomes": dict(summary.outcomes), "records": summary.records}
+            "outcomes": dict(summary.outcomes), "conversions": dict(summary.conversions), "seconds": summary.seconds,
+            "peak_rss": {f"part {k} {name}": peak for name, peak in summary.peak_rss.items()}, "records": summary.records}
     path = directory / f"part-{k}-of-{n}.json"
     path.write_text(json.dumps(part, indent=1) + "\n")
     return path
@@ -84,6 +85,10 @@ def merge(paths, output) -> Path:
             summary.add(record)
         for outcome, count in part["outcomes"].items():
             summary.outcomes[outcome] += count
+        summary.add_conversions(part.get("conversions", {}))  # a part written before they were counted has none
+        for name, spent in part.get("seconds", {}).items():  # likewise the cost
+            summary.seconds[name] = summary.seconds.get(name, 0.0) + spent
+        summary.peak_rss.update(part.get("peak_rss", {}))
     # The environment the parts ran in (the same versions), not the merging machine's; every CPU they ran on.
     cpus = list(dict.fromkeys(part["environment"].get("cpu", "") for part in parts))
     env = {**first["environment"], "cpu": "; ".join(cpus)}

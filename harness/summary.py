@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PROPERTY = "rnn_equivalence"
+# A report's count of converted models read from the conversion cache or converted in its phase
+# (frameworks.converted, attached by harness.records): {"from_cache": n, "converted": n, "rejected": n}.
+CONVERSIONS = "rnn_equivalence_conversions"
+# What a test phase cost: {"system": name or the test module, "seconds": its duration} (harness.records).
+COST = "rnn_equivalence_cost"
 
 # Record kinds:
 #   reference  a framework vs the float64 NumPy reference, within the error bound?
@@ -144,6 +149,10 @@ class Summary:
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
         self.records: list[dict] = []  # every record, as received: what a shard's report part holds
         self.shard: tuple[int, int] | None = None  # (K, N): this run is part K of N (harness.shards)
+        self.conversions = {"from_cache": 0, "converted": 0, "rejected": 0}  # summed over every process
+        self.conversion_cache: str | None = None  # its directory, "" where off (conftest sets it); None: unknown
+        self.seconds: dict[str, float] = {}  # test seconds by system (or test module), every phase, every worker
+        self.peak_rss: dict[str, dict] = {}  # by process ("gw0", or "main" without xdist): GiB (harness.records)
 
     def add(self, record: dict) -> None:
         self.records.append(record)
@@ -166,10 +175,44 @@ class Summary:
             if name == PROPERTY:
                 self.add(value)
 
+    def add_conversions(self, counts: dict) -> None:
+        for key in self.conversions:
+            self.conversions[key] += int(counts.get(key, 0))
+
     def pytest_runtest_logreport(self, report) -> None:
         if report.when == "call" or report.failed:
             self.add_report(report)
+        for name, value in getattr(report, "user_properties", ()):
+            if name == CONVERSIONS:  # on the report of the phase that made them, whatever the phase
+                self.add_conversions(value)
+            elif name == COST:
+                self.seconds[value["system"]] = self.seconds.get(value["system"], 0.0) + value["seconds"]
         self.outcomes[_outcome(report)] += _counts(report)
+
+    def pytest_testnodedown(self, node, error) -> None:  # xdist: a worker's peak memory (harness.records)
+        peak = getattr(node, "workeroutput", {}).get("rnn_equivalence_peak_rss")
+        if peak:
+            self.peak_rss[node.gateway.id] = peak
+
+    def pytest_sessionfinish(self, session) -> None:
+        if not self.peak_rss and not hasattr(session.config, "workerinput"):  # no workers: this process ran them
+            from harness.records import peak_rss_gib
+
+            self.peak_rss["main"] = peak_rss_gib()
+
+    def cost_text(self) -> str:
+        """The header's line on what the run cost: test seconds in all, each process's peak memory."""
+        if not self.seconds:
+            return ""
+        peaks = ", ".join(f"{name} {peak['process']:.2f} GiB (largest child {peak['largest child']:.2f})"
+                          for name, peak in sorted(self.peak_rss.items()))
+        return (f"Test time: {sum(self.seconds.values()):.0f} s, summed over the processes"
+                + (f"; peak RSS: {peaks}" if peaks else "") + ".")
+
+    def conversions_text(self) -> str:
+        """The header's line on converted models ("" where the run converted none): how many of them
+        came from the conversion cache."""
+        return conversions_text(self.conversions, self.conversion_cache)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.systems or self.pairs or self.non_equivalences:
@@ -211,6 +254,10 @@ class Summary:
                    "harness/tolerance.py,")
         write_line("<= 1 equivalent) over every case, capability (whole, padded, chunked, gradients, step) and "
                    "dtype; * known issues.")
+        if self.conversions_text():
+            _wrap(write_line, self.conversions_text())
+        if self.cost_text():
+            _wrap(write_line, self.cost_text())
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
         _wrap(write_line, "Versions: " + ", ".join(versions))
         from harness.selection import elsewhere
@@ -221,14 +268,19 @@ class Summary:
         for row in self.systems.values():
             groups.setdefault(framework_of(row.system), {}).setdefault(row.family or "?", []).append(row)
         families = sorted({family for by_family in groups.values() for family in by_family}, key=_family_order)
-        rows = [("framework", "systems", "cases", *(_short_family(f) for f in families), "caught", "verdict")]
-        for framework, by_family in groups.items():
+        seconds: dict[str, float] = {}
+        for system, spent in self.seconds.items():
+            seconds[framework_of(system)] = seconds.get(framework_of(system), 0.0) + spent
+        rows = [("framework", "systems", "cases", "seconds", *(_short_family(f) for f in families), "caught",
+                 "verdict")]
+        for framework, by_family in sorted(groups.items(), key=lambda item: -seconds.get(item[0], 0.0)):
             members = [row for family_rows in by_family.values() for row in family_rows]
             cells = [_worst_text(by_family.get(family, [])) for family in families]
             caught, total = sum(r.mutations_caught for r in members), sum(r.mutations for r in members)
             rows.append((framework, str(len({r.system for r in members})),
                          str(sum(r.cases + r.known_cases + sum(getattr(r, k).cases for k in RUN_KINDS)
                                  for r in members)),
+                         f"{seconds[framework]:.0f}" if framework in seconds else "-",
                          *cells, f"{caught}/{total}" if total else "-", _worst_verdict(members)))
         write_line("")
         _table(rows, write_line)
@@ -283,6 +335,8 @@ class Summary:
                           "has none).")
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
         _wrap(write_line, "Versions: " + ", ".join(versions) + ". Each system's cell or layer: the report file.")
+        if self.conversions_text():
+            _wrap(write_line, self.conversions_text())
         header = ("system", "dtype", "cases", "max|err|", "err/bound", "padded", "chunked", "grads", "step", "bitwise",
                   "caught", "verdict")
         for family in sorted({row.family for row in self.systems.values()}, key=_family_order):
@@ -336,6 +390,18 @@ _FAMILY_TITLES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
 _FAMILY_SUFFIXES = ("-rnn", "-lstm", "-gru", "-reset-before")
 _VERDICT_ORDER = ("NOT equivalent", "FAILED", "UNPROVEN", "NOT equivalent where noted below", "not compared",
                   "equivalent")
+
+
+def conversions_text(conversions: dict, cache: str | None = None) -> str:
+    """"Converted models: N of M from the conversion cache (DIR)", and the damaged entries converted again;
+    "" where none was converted nor read."""
+    total = conversions.get("from_cache", 0) + conversions.get("converted", 0)
+    if not total:
+        return ""
+    where = f" ({cache})" if cache else " (off)" if cache is not None else ""
+    rejected = conversions.get("rejected", 0)
+    return (f"Converted models: {conversions.get('from_cache', 0)} of {total} conversions from the conversion cache"
+            f"{where}" + (f", {rejected} damaged entries removed and converted again" if rejected else "") + ".")
 
 
 def framework_of(system: str) -> str:

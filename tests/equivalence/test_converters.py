@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from frameworks.tf2onnx_export import OPSET
-from harness.cases import case_of
+from harness.cases import case_of, cases_for, padded_cases
 from harness.compare import assert_within_bound
 
 
@@ -15,8 +15,17 @@ def is_tf2onnx(cls):
     return cls.__module__ == "frameworks.tf2onnx_export"
 
 
+def design_case(adapter, depth, seed, config, g, fallback_seed):
+    """The run's design case of ``config`` (its initial state given or not) and activation ``g``, a
+    whole or a padded one, whose converted model the reference or padded test converts too (one
+    conversion per structure: harness.depth); a small case of its own where the design has none."""
+    designed = cases_for(adapter, depth, seed) + (padded_cases(adapter, depth, seed) if adapter.padded_configs else [])
+    same = [c for c in designed if replace(c.config, initial_state=config.initial_state) == config and c.activation == g]
+    return same[0] if same else case_of(adapter, 5, 4, 2, 3, fallback_seed, config, activation=g)
+
+
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls))
-def test_tf2onnx_emits_the_declared_nodes(adapter):
+def test_tf2onnx_emits_the_declared_nodes(adapter, depth, design_seed):
     """Each activation the system has, on its first configuration, and its padded (Masking) configurations:
     the converted model holds one kind of recurrent node, the fused node the system declares (``FUSED``:
     an LSTM always, a reset-after GRU with the default activations; never with a Masking layer in front)
@@ -25,7 +34,7 @@ def test_tf2onnx_emits_the_declared_nodes(adapter):
     runs += [(adapter.activations[0], config) for config in adapter.padded_configs]
     assert adapter.activations and adapter.padded_configs
     for k, (g, config) in enumerate(runs):
-        case = case_of(adapter, 5, 4, 2, 3, 990 + k, config, activation=g)
+        case = design_case(adapter, depth, design_seed, config, g, 990 + k)
         adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
         assert adapter.recurrent_operators() == {adapter.expected_operator(config, g)}, (
             g, config, adapter.recurrent_operators())
@@ -53,7 +62,7 @@ def is_tflite(cls):
 
 
 @pytest.mark.applies_to(lambda cls: is_tflite(cls))
-def test_tflite_emits_the_declared_ops(adapter):
+def test_tflite_emits_the_declared_ops(adapter, depth, design_seed):
     """Each activation the system has on its first configuration, and each configuration (the mutations'
     and options' one too) with its first activation: the converted model's main graph holds one recurrent
     op, TFLite's fused LSTM kernel where the system declares it (Keras 2's LSTM with its default
@@ -64,7 +73,7 @@ def test_tflite_emits_the_declared_ops(adapter):
              for config in (*adapter.configs[1:], adapter.mutation_config, *adapter.padded_configs)]
     assert runs and adapter.padded_configs
     for k, (g, config) in enumerate(runs):
-        case = case_of(adapter, 5, 4, 2, 3, 990 + k, config, activation=g)
+        case = design_case(adapter, depth, design_seed, config, g, 990 + k)
         adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
         assert adapter.recurrent_operators() == {adapter.expected_operator(config, g)}, (
             g, config, adapter.recurrent_operators())
@@ -103,6 +112,7 @@ def test_tflite_keras2_conversion_is_from_keras_models(adapter):
     converter = adapter.tf.lite.TFLiteConverter.from_keras_model(model)
     converter.target_spec.supported_ops = [adapter.tf.lite.OpsSet.TFLITE_BUILTINS]
     # from_keras_model names the signature's outputs after tf_keras's output_names (the layers'), in order.
+    # Not kept in the conversion cache: those names are this process's (tf_keras numbers its layers).
     theirs = adapter.run_flatbuffer(converter.convert(), adapter.feeds(xs, state, case.config), output_names,
                                     model.output_names)
     assert adapter.last_operators == ops and "UNIDIRECTIONAL_SEQUENCE_LSTM" in ops
@@ -187,19 +197,18 @@ def test_an_embedding_with_mask_zero_masks_the_converted_model(adapter, depth, r
 
 @pytest.mark.applies_to(lambda cls: is_tflite(cls))
 @pytest.mark.parametrize("resolver", ["BUILTIN_WITHOUT_DEFAULT_DELEGATES", "BUILTIN_REF"])
-def test_tflite_kernels_without_the_default_delegate(adapter, resolver, monkeypatch):
+def test_tflite_kernels_without_the_default_delegate(adapter, resolver, monkeypatch, depth, design_seed):
     """The systems run LiteRT as users get it, its builtin kernels with the XNNPACK delegate; the builtin
     kernels alone, and LiteRT's reference kernels, compute the same converted model within the same bound
-    of the reference (the system's first configuration and a padded one). The largest difference from the
-    default's outputs is printed (``-s``), not recorded: the report's rows are the default's."""
+    of the reference (the design's case of the system's first configuration and its first padded case:
+    the models the reference and padded tests convert). The largest difference from the default's
+    outputs is printed (``-s``), not recorded: the report's rows are the default's."""
     import numpy as np
 
     from tests.equivalence.test_padded import against_reference
-    from harness.cases import LENGTHS, PADDED_STEPS, padding_of
 
-    cases = [case_of(adapter, 5, 4, 2, 3, 940, adapter.configs[0]),
-             case_of(adapter, 3, 6, len(LENGTHS), PADDED_STEPS, 941, adapter.padded_configs[0],
-                     padding=padding_of(LENGTHS, "post"))]
+    cases = [design_case(adapter, depth, design_seed, adapter.configs[0], adapter.activations[0], 940),
+             padded_cases(adapter, depth, design_seed)[0]]
     for case in cases:
         args = (case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config, case.padding)
         default = adapter.run(*args)

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from frameworks.base import Adapter
-from harness.cases import mutation_cases
+from harness.cases import converted_once_each, mutation_cases
 from harness.compare import compare_outputs
 from harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
 
@@ -80,10 +80,11 @@ def builds_from_activation_arguments_here(cls):
 
 
 @pytest.mark.applies_to(lambda cls: builds_from_activation_arguments_here(cls))
-def test_activation_arguments_exchanged_are_detected(adapter, monkeypatch, record):
+def test_activation_arguments_exchanged_are_detected(adapter, monkeypatch, depth, record):
     """The gates' and the candidate's activation given the wrong way round (Keras's
     recurrent_activation and activation, Flax's gate_fn and activation_fn), on every spec the system
-    declares: far from the reference, on the square mutation case."""
+    declares (a converted system short of full depth: the first, harness.cases.converted_once_each):
+    far from the reference, on the square mutation case."""
     built = adapter.activation_arguments
 
     def exchanged(spec):
@@ -91,7 +92,7 @@ def test_activation_arguments_exchanged_are_detected(adapter, monkeypatch, recor
         return {f_name: g, g_name: f}
 
     monkeypatch.setattr(adapter, "activation_arguments", exchanged)
-    for spec in adapter.activations:
+    for spec in converted_once_each(adapter, depth, list(adapter.activations)):
         f_name, g_name = built(spec)
         case = mutation_cases(adapter)[0].with_(activation=spec)
         assert_detected(adapter, case, f"{f_name} and {g_name} exchanged ({spec})", record)

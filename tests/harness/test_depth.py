@@ -2,11 +2,13 @@
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 
 from frameworks import ADAPTERS
-from harness.cases import cases_for, factors
+from harness.cases import (STRUCTURE_FACTORS, cases_for, chunked_cases, factors, mutations_for, option_cases,
+                           padded_cases, structure_seed)
 from harness.depth import design, uncovered_pairs
 from tests.harness.test_pytest_run import run_pytest
 
@@ -36,11 +38,16 @@ def test_uncovered_pairs_sees_a_missing_pair():
 
 
 @pytest.mark.parametrize("name", SYSTEMS)
-def test_every_system_has_the_same_factors_and_at_least_six_cases_by_default(name):
+def test_every_system_has_the_same_factors_and_every_level_by_default(name):
+    """Every level of every factor at default depth; at least six cases for a framework's own run (a
+    converted system has one per structure: test_a_converted_system_converts_once_per_structure)."""
     cls = ADAPTERS[name]
     assert set(factors(cls)) == {"activation", "options", "config", "shape", "batch", "steps", "initial_state"}
     cases = cases_for(cls, "default")
-    assert len(cases) >= 6, [str(c) for c in cases]
+    assert cls.converter or len(cases) >= 6, [str(c) for c in cases]
+    assert {c.activation for c in cases} == set(cls.activations) and {c.options for c in cases} == set(cls.options)
+    assert {replace(c.config, initial_state=True) for c in cases} == set(factors(cls)["config"])
+    assert {d for c in cases for d in c.dtypes} == set(cls.dtypes)
     shapes = {(c.input_size, c.hidden_size) for c in cases}
     assert any(i > h for i, h in shapes) and any(i < h for i, h in shapes)
     # An initial state given and omitted, where the system takes one (frameworks/plan.py: initial_states).
@@ -67,3 +74,72 @@ def test_depth_and_seed_are_in_the_header():
     code, out = run_pytest("--depth=quick", "tests/reference/test_params.py", env={"RNN_EQ_SEED": "7"})
     assert code == pytest.ExitCode.OK, out
     assert "rnn-equivalence: depth quick, seed 7" in out
+
+
+CONVERTED = sorted(name for name, cls in ADAPTERS.items() if cls.converter)
+
+
+def structure(case):
+    """A case's structure, as the design's factors name it (harness.cases.STRUCTURE_FACTORS)."""
+    return (case.activation, case.options, replace(case.config, initial_state=True), case.config.initial_state,
+            case.dtypes)
+
+
+def row_structure(row):
+    return tuple(row[name] if name != "dtype" else (row[name],) for name in STRUCTURE_FACTORS)
+
+
+def test_the_converted_systems_are_the_converters():
+    """The rule follows ``TestPlan.converter``: every TFLite, tf2onnx and torch.onnx.export system declares it."""
+    assert {name.split("-")[0] for name in CONVERTED} == {"tflite", "tf2onnx", "torch"}
+    assert len(CONVERTED) == 8 + 4 + 6 and all(name.startswith("torch-onnx") for name in CONVERTED if name[:5] == "torch")
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_a_converted_system_converts_once_per_structure_by_default(name):
+    """One case per structure of the design, the same structures as the design's, every level of every
+    factor met, each case's weights drawn from its structure; the full depth as every system's."""
+    cls = ADAPTERS[name]
+    cases, levels = cases_for(cls, "default"), factors(cls, "default")
+    rows = design(levels, "default")
+    structures = [structure(c) for c in cases]
+    assert set(structures) >= {row_structure(row) for row in rows if row["dtype"] in cls.dtypes}
+    assert len(set(structures)) == len(structures) or len(cases) == max(map(len, levels.values())), structures
+    for factor, key in (("shape", lambda c: (c.input_size, c.hidden_size)), ("batch", lambda c: c.batch),
+                        ("steps", lambda c: c.steps)):
+        assert {key(c) for c in cases} == set(levels[factor]), factor
+    assert all(c.seed == structure_seed(c, 0) for c in cases)
+    assert [c.seed for c in cases_for(cls, "default", seed=2)] == [structure_seed(c, 2) for c in cases]
+    full = cases_for(cls, "full")
+    assert len(full) == math.prod(map(len, factors(cls, "full").values())) and len({c.seed for c in full}) == len(full)
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_a_converted_system_runs_one_wrong_mapping_of_each_kind_by_default(name):
+    cls = ADAPTERS[name]
+    assert mutations_for(cls, "default") == list(cls.mutations)[:1] and mutations_for(cls, "full") == list(cls.mutations)
+    assert len(option_cases(cls, "default")) <= 1
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_cases_of_one_structure_share_their_weights(name):
+    """A padded batch on each side of padding, and the chunkings of one configuration, get one set of
+    weights: one converted model (a model per chunk length, shared by the chunkings)."""
+    cls = ADAPTERS[name]
+    for cases in (padded_cases(cls) if cls.padded_configs else [], chunked_cases(cls) if cls.chunked_configs else []):
+        by_config = {}
+        for case in cases:
+            by_config.setdefault(case.config, set()).add(case.seed)
+        assert all(len(seeds) == 1 for seeds in by_config.values()), by_config
+
+
+def test_the_rule_follows_the_attribute_not_the_name():
+    """A system that declares a converter (a subclass, unregistered: no name of its own) follows the rule;
+    its framework's own run keeps its whole covering design and every mutation."""
+    source = ADAPTERS["tf-keras-rnn"]
+    converter = type("SomeConverter", (source,), {"converter": "some.converter", "__module__": __name__})
+    levels = factors(source, "default")
+    assert len(cases_for(source, "default")) == len(design(levels, "default"))
+    assert len(cases_for(converter, "default")) == len({row_structure(r) for r in design(levels, "default")})
+    assert mutations_for(source, "default") == list(source.mutations) and len(source.mutations) > 1
+    assert mutations_for(converter, "default") == list(source.mutations)[:1]

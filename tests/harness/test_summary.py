@@ -78,3 +78,27 @@ def test_a_system_that_is_not_equivalent_shows_in_its_frameworks_line():
     row = next(line for line in lines if line.startswith("keras-jax "))
     assert row.rstrip().endswith("NOT equivalent") and "1000.000!" in row, row
     assert next(line for line in lines if line.startswith("torch ")).rstrip().endswith("equivalent")
+
+
+def test_each_frameworks_test_seconds_are_a_column_costliest_first():
+    """The cost of a run, made visible: each framework's test seconds (every phase, every worker; harness.records
+    attaches them to each report), the costliest framework's line first, and the total with the peak memory."""
+    from types import SimpleNamespace
+
+    from harness.summary import COST
+
+    summary = Summary(names=tuple(ADAPTERS))
+    for record in records_of_a_run():
+        summary.add(record)
+    for system, seconds in (("tflite-keras2-rnn", 30.0), ("tflite-keras2-lstm-rnn", 12.5), ("torch", 0.5),
+                            ("tests.harness.test_report", 3.0)):
+        summary.pytest_runtest_logreport(SimpleNamespace(when="setup", failed=False, passed=True, skipped=False,
+                                                         user_properties=[(COST, {"system": system, "seconds": seconds})]))
+    summary.peak_rss["gw0"] = {"process": 2.5, "largest child": 1.25}
+    lines = []
+    summary.render_compact(lines.append)
+    header = next(line for line in lines if line.startswith("framework "))
+    assert "seconds" in header.split()
+    table = [line for line in lines if line.split() and line.split()[0] in {framework_of(n) for n in ADAPTERS}]
+    assert table[0].startswith("tflite-keras2 ") and " 42 " in table[0], table[0]
+    assert any(line.startswith("Test time: 46 s") and "gw0 2.50 GiB" in line for line in lines), lines
