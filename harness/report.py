@@ -23,7 +23,7 @@ from harness.summary import RUN_KINDS, conversions_text
 def cost_text(cost: dict) -> str:
     """The header's line on what the run cost, and each system's seconds, costliest first."""
     seconds = cost["seconds"]
-    peaks = ", ".join(f"{name} {peak['process']:.2f} GiB (largest child {peak['largest child']:.2f})"
+    peaks = ", ".join(f"{name} {peak['process']:.2f} GiB"
                       for name, peak in cost.get("peak_rss", {}).items())
     ranked = ", ".join(f"{name} {spent:.1f}" for name, spent in sorted(seconds.items(), key=lambda item: -item[1]))
     return (f"Test time: {sum(seconds.values()):.0f} s summed over the processes" + (f"; peak RSS: {peaks}" if peaks else "")

@@ -204,7 +204,7 @@ class Summary:
         """The header's line on what the run cost: test seconds in all, each process's peak memory."""
         if not self.seconds:
             return ""
-        peaks = ", ".join(f"{name} {peak['process']:.2f} GiB (largest child {peak['largest child']:.2f})"
+        peaks = ", ".join(f"{name} {peak['process']:.2f} GiB"
                           for name, peak in sorted(self.peak_rss.items()))
         return (f"Test time: {sum(self.seconds.values()):.0f} s, summed over the processes"
                 + (f"; peak RSS: {peaks}" if peaks else "") + ".")
