@@ -74,13 +74,22 @@ def timed(args, cwd=ROOT, env=None) -> tuple[float, float, str, float]:
     the largest child's; a run's largest is a worker)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env)
+    # Run through a Python of its own that reports its children's peak: this process's RUSAGE_CHILDREN
+    # peak never goes down, so it would repeat the largest run's for every later command.
+    result = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, *args], cwd=cwd, capture_output=True, text=True,
+                            env=env)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu, result.stdout, after.ru_maxrss / 2**20
+    peak = re.findall(r"^PEAK_RSS_KIB (\d+)$", result.stderr, re.M)
+    return elapsed, cpu, result.stdout, int(peak[-1]) / 2**20 if peak else float("nan")
+
+
+PEAK_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+                "print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+                "sys.exit(code)")
 
 
 # What a system runs on, by the start of its name (the longest that matches).
