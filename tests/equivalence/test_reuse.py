@@ -1,0 +1,40 @@
+"""What a system builds or compiles once per structure runs each case with that case's own weights.
+
+Keras layers are built once per structure of the stack (``KerasLayer._layers_key``: the batch, the steps,
+the initial state and the mask are arguments of a call, not of the layers), each run's weights assigned
+to their variables; the JAX systems (``TestPlan.compiles``) compile once per structure, the weights the
+compiled function's arguments (``Adapter.compile_key``), and persist what XLA compiled across runs
+(``frameworks.jax_cache``). So a case runs in layers, or a compiled function, that another case made.
+Had a run kept the weights of the case before (an assignment dropped, a weight captured as a constant of a
+trace), the cases after the first here would match the first's reference, not their own.
+"""
+
+import pytest
+
+from harness.cases import case_of
+from harness.compare import assert_within_bound, compare_outputs
+
+DTYPE = "float32"
+
+
+def reuses(cls) -> bool:
+    return cls.compiles or (cls.layer and cls.__module__ == "frameworks.keras3")
+
+
+@pytest.mark.applies_to(lambda cls: reuses(cls))  # a lambda: pytest takes a lone named function as the decorated test
+def test_a_reused_structure_runs_each_cases_own_weights(adapter):
+    """Four runs in turn: a case, the same structure with other weights and inputs (the same compiled
+    function and layers), another batch and length (the same Keras layers, another compile), the first
+    again. Each matches its own reference."""
+    config = adapter.configs[0]
+    first = case_of(adapter, 5, 4, 2, 3, 997, config)
+    again = first.with_(seed=998)
+    reshaped = first.with_(batch=3, steps=4, seed=999)
+    assert first.stack().first.W_hx[0, 0] != again.stack().first.W_hx[0, 0]  # other weights, or nothing is shown
+    for case in (first, again, reshaped, first):
+        actual = adapter.run(case.stack(DTYPE), case.inputs(DTYPE), case.state(DTYPE), case.config)
+        comparison = compare_outputs(actual, adapter.arrange(case.reference(), case.config),
+                                     adapter.arrange(case.bound_vs_reference(DTYPE), case.config),
+                                     f"{adapter.describe()} after other cases of its structure, "
+                                     f"{case.describe(DTYPE)}")
+        assert_within_bound(comparison)
