@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import json
 import os
 import platform
 import re
@@ -120,8 +121,18 @@ def test_time_by_system(junit: Path) -> tuple[float, list[tuple[str, float, int]
     return sum(seconds.values()), [(key, t, counts[key]) for key, t in seconds.most_common()]
 
 
-def per_system_table(breakdowns: dict) -> list[str]:
-    """Each system's test seconds in the last run of every command timed: its cost at each depth."""
+def models_by_system(report_dir: Path) -> dict[str, int]:
+    """The converted models each system needed in a run (its report's ``cost.conversions``): empty for a
+    report from before they were counted."""
+    path = report_dir / "equivalence.json"
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text()).get("cost", {}).get("conversions", {})
+
+
+def per_system_table(breakdowns: dict, models: dict) -> list[str]:
+    """Each system's test seconds in the last run of every command timed: its cost at each depth, and the
+    converted models a converted system needed there (read from the cache or converted: ``models``)."""
     columns = [name for name in ("whole suite, quick", "whole suite", "whole suite, warm", "whole suite, full (once)")
                if name in breakdowns]
     seconds = {name: {key: t for key, t, _ in breakdowns[name][1]} for name in columns}
@@ -130,9 +141,12 @@ def per_system_table(breakdowns: dict) -> list[str]:
     titles = {"whole suite, quick": "quick, cold", "whole suite": "default, cold", "whole suite, warm": "default, warm",
               "whole suite, full (once)": "full, cold"}
     return ["", "## Each system's cost at each depth (test seconds, summed over the workers; the last run of each)", "",
+            "A converted system's figure is followed by the converted models it needed (from the conversion cache "
+            "or converted: all converted in a cold run, all read back in a warm one).", "",
             "| system (or test module) | " + " | ".join(titles[name] for name in columns) + " |",
             "|---|" + "---|" * len(columns),
-            *(f"| {key} | " + " | ".join(f"{seconds[name].get(key, 0.0):.1f}" for name in columns) + " |"
+            *(f"| {key} | " + " | ".join(f"{seconds[name].get(key, 0.0):.1f}" + (
+                f" ({models[name][key]} models)" if models.get(name, {}).get(key) else "") for name in columns) + " |"
               for key in keys),
             "| **all** | " + " | ".join(f"{breakdowns[name][0]:.0f}" for name in columns) + " |"]
 
@@ -185,7 +199,7 @@ def measure(args, trees) -> int:
         baseline = [timed([sys.executable, "-c", "pass"])[0] for _ in range(args.runs)]
         imports[name] = statistics.median(samples) - statistics.median(baseline)
         print(f"import {name}: {imports[name]:.2f} s", flush=True)
-    suites, breakdowns = collections.defaultdict(list), {}
+    suites, breakdowns, models = collections.defaultdict(list), {}, {}
     plan = [(tree, path, name) for tree, path, names in trees for name in names]
     if args.full:
         COMMANDS["whole suite, full (once)"] = COMMANDS["whole suite"] + ["--depth=full"]
@@ -204,6 +218,7 @@ def measure(args, trees) -> int:
                                                  f"--junitxml={junit}"], cwd=path, env=env)
                 if tree == "this tree" and name != "NumPy only":
                     breakdowns[name] = test_time_by_system(junit)  # the last run's
+                    models[name] = models_by_system(Path(scratch) / "report")
             tail = [line for line in out.splitlines() if re.search(r"\d+ passed", line)][-1].strip("= ")
             suites[(tree, name)].append((elapsed, cpu, tail, peak))
             print(f"{tree}, {name}: {elapsed:.1f} s wall, {cpu:.1f} s CPU, peak {peak:.2f} GiB ({tail})", flush=True)
@@ -239,7 +254,7 @@ def measure(args, trees) -> int:
                          f"| {statistics.median(e for e, _, _, _ in runs):.1f} "
                          f"| {statistics.median(c for _, c, _, _ in runs):.1f} | {max(p for *_, p in runs):.2f} "
                          f"| {runs[-1][2]} |")
-        lines += per_system_table(breakdowns)
+        lines += per_system_table(breakdowns, models)
         total, by_system = breakdowns["whole suite"]
         lines += [
             "", "## Where the test time goes (this tree's last whole-suite run, default depth)", "",

@@ -55,7 +55,7 @@ def pytest_runtest_makereport(item, call):
     # user_properties are its own copy), so that the controller adds each once.
     counts = take_counts()
     if system and any(counts.values()):  # the harness's own tests of the cache (a fake converter) count nothing
-        report.user_properties.append((CONVERSIONS, counts))
+        report.user_properties.append((CONVERSIONS, {**counts, "system": system}))
     return report
 
 

@@ -99,7 +99,8 @@ def build(summary, names, command: str | None = None, env: dict | None = None) -
         "conversions": dict(summary.conversions),
         "cost": {"seconds": {name: round(spent, 3) for name, spent in sorted(summary.seconds.items())},
                  "peak_rss": {name: {k: round(v, 3) for k, v in peak.items()}
-                              for name, peak in sorted(summary.peak_rss.items())}},
+                              for name, peak in sorted(summary.peak_rss.items())},
+                 "conversions": dict(sorted(summary.conversions_by_system.items()))},
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
         "elsewhere": elsewhere(names),
     }

@@ -47,7 +47,8 @@ def write_part(summary, directory) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     part = {"part_schema": PART_SCHEMA, "shard": [k, n], "depth": summary.depth, "seed": summary.seed,
             "names": list(summary.names), "command": run_command(), "environment": environment(summary.names),
-            "outcomes": dict(summary.outcomes), "conversions": dict(summary.conversions), "seconds": summary.seconds,
+            "outcomes": dict(summary.outcomes), "conversions": dict(summary.conversions),
+            "conversions_by_system": summary.conversions_by_system, "seconds": summary.seconds,
             "peak_rss": {f"part {k} {name}": peak for name, peak in summary.peak_rss.items()}, "records": summary.records}
     path = directory / f"part-{k}-of-{n}.json"
     path.write_text(json.dumps(part, indent=1) + "\n")
@@ -86,6 +87,8 @@ def merge(paths, output) -> Path:
         for outcome, count in part["outcomes"].items():
             summary.outcomes[outcome] += count
         summary.add_conversions(part.get("conversions", {}))  # a part written before they were counted has none
+        for name, needed in part.get("conversions_by_system", {}).items():
+            summary.conversions_by_system[name] = summary.conversions_by_system.get(name, 0) + needed
         for name, spent in part.get("seconds", {}).items():  # likewise the cost
             summary.seconds[name] = summary.seconds.get(name, 0.0) + spent
         summary.peak_rss.update(part.get("peak_rss", {}))

@@ -150,6 +150,7 @@ class Summary:
         self.records: list[dict] = []  # every record, as received: what a shard's report part holds
         self.shard: tuple[int, int] | None = None  # (K, N): this run is part K of N (harness.shards)
         self.conversions = {"from_cache": 0, "converted": 0, "rejected": 0}  # summed over every process
+        self.conversions_by_system: dict[str, int] = {}  # models each system needed: from the cache or converted
         self.conversion_cache: str | None = None  # its directory, "" where off (conftest sets it); None: unknown
         self.seconds: dict[str, float] = {}  # test seconds by system (or test module), every phase, every worker
         self.peak_rss: dict[str, dict] = {}  # by process ("gw0", or "main" without xdist): GiB (harness.records)
@@ -176,8 +177,12 @@ class Summary:
                 self.add(value)
 
     def add_conversions(self, counts: dict) -> None:
+        """Add one phase's conversion counts; those naming their system (harness.records) count for it too."""
         for key in self.conversions:
             self.conversions[key] += int(counts.get(key, 0))
+        if counts.get("system"):
+            needed = int(counts.get("from_cache", 0)) + int(counts.get("converted", 0))
+            self.conversions_by_system[counts["system"]] = self.conversions_by_system.get(counts["system"], 0) + needed
 
     def pytest_runtest_logreport(self, report) -> None:
         if report.when == "call" or report.failed:

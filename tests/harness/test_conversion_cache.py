@@ -260,3 +260,16 @@ def test_the_counts_of_every_process_reach_the_summary_header():
     text = summary.conversions_text()
     assert text.startswith("Converted models: 7 of 10 conversions from the conversion cache (/cache), 1 damaged")
     assert conversions_text({"from_cache": 0, "converted": 0, "rejected": 0}) == ""
+
+
+def test_each_system_is_given_the_models_it_needed():
+    """The report's cost names each converted system's models (from the cache or converted): the count the
+    cost issue's note reads per system and depth; counts without a system (the cache's own tests) add none."""
+    summary = Summary()
+    for counts in ({"from_cache": 3, "converted": 1, "rejected": 0, "system": "tflite-keras2-rnn"},
+                   {"from_cache": 0, "converted": 2, "rejected": 1, "system": "tflite-keras2-rnn"},
+                   {"from_cache": 1, "converted": 0, "rejected": 0, "system": "tf2onnx-keras2-rnn"},
+                   {"from_cache": 0, "converted": 5, "rejected": 0}):
+        summary.pytest_runtest_logreport(Report(counts))
+    assert summary.conversions_by_system == {"tflite-keras2-rnn": 6, "tf2onnx-keras2-rnn": 1}
+    assert summary.conversions["converted"] == 8
