@@ -1,6 +1,6 @@
 """Suite-wide pytest hooks, in pytest's order: options, configuration, report header,
 parametrisation over the selected frameworks, and fixtures. The equivalence summary
-is a plugin of its own, ``harness.summary.Summary``.
+is a plugin of its own, ``rnn_equivalence.harness.summary.Summary``.
 
 No framework is imported here: adapters import theirs when a test first needs it.
 """
@@ -18,19 +18,19 @@ import pytest
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
-from frameworks import converted  # noqa: E402  (NumPy only)
-from frameworks.base import distribution_version  # noqa: E402
-from harness import selection as selection_mod  # noqa: E402
-from harness import schedule, shards  # noqa: E402
-from harness.cases import (cases_for, chunked_cases, eager_cases, gradient_cases, mutation_cases,  # noqa: E402
+from rnn_equivalence.frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
+from rnn_equivalence.frameworks import converted  # noqa: E402  (NumPy only)
+from rnn_equivalence.frameworks.base import distribution_version  # noqa: E402
+from rnn_equivalence.harness import selection as selection_mod  # noqa: E402
+from rnn_equivalence.harness import schedule, shards  # noqa: E402
+from rnn_equivalence.harness.cases import (cases_for, chunked_cases, eager_cases, gradient_cases, mutation_cases,  # noqa: E402
                            mutations_for, optimizer_cases, option_cases, padded_cases, pair_cases)
-from harness.compare import BoundExceeded, KnownIssueObserved  # noqa: E402
-from harness.depth import DEPTHS  # noqa: E402
-from harness.known_issues import KNOWN_ISSUES, known_issue, rows_of, scopes_of, shows_as  # noqa: E402
-from harness.summary import Summary  # noqa: E402
+from rnn_equivalence.reference.comparison import BoundExceeded, KnownIssueObserved  # noqa: E402
+from rnn_equivalence.harness.depth import DEPTHS  # noqa: E402
+from rnn_equivalence.harness.known_issues import KNOWN_ISSUES, known_issue, rows_of, scopes_of, shows_as  # noqa: E402
+from rnn_equivalence.harness.summary import Summary  # noqa: E402
 
-pytest_plugins = ["harness.records"]  # a failing test is a record; the ``record`` fixture
+pytest_plugins = ["rnn_equivalence.harness.records"]  # a failing test is a record; the ``record`` fixture
 
 SELECTION = pytest.StashKey[selection_mod.Selection]()
 SHARD = pytest.StashKey[tuple]()  # (K, N), or None: the whole run
@@ -61,13 +61,13 @@ def pytest_addoption(parser):
     )
     parser.addoption(
         "--shard", default=None, metavar="K/N",
-        help="run part K of N of the selected tests (harness.shards: disjoint, the same on every machine); with "
-             "--equivalence-report=DIR it writes DIR/part-K-of-N.json, merged by: python -m harness.shards merge",
+        help="run part K of N of the selected tests (rnn_equivalence.harness.shards: disjoint, the same on every machine); with "
+             "--equivalence-report=DIR it writes DIR/part-K-of-N.json, merged by: python -m rnn_equivalence.harness.shards merge",
     )
     parser.addoption(
         "--no-conversion-cache", action="store_true", default=False,
         help=f"convert every converted system's model afresh: neither read nor write the cache of converted models "
-             f"kept across runs (frameworks.converted; also ${converted.OFF_VAR}=1; its directory: "
+             f"kept across runs (rnn_equivalence.frameworks.converted; also ${converted.OFF_VAR}=1; its directory: "
              f"${converted.CACHE_VAR}, else the user's cache directory)",
     )
     parser.addoption(
@@ -115,13 +115,13 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        "known_issues(scope='reference'): run the systems' known upstream bugs (harness.known_issues) "
+        "known_issues(scope='reference'): run the systems' known upstream bugs (rnn_equivalence.harness.known_issues) "
         "in this scope as strict xfails",
     )
     config.addinivalue_line(
-        "markers", "not_where_known: generate the test only where no known upstream bug (harness.known_issues) applies")
+        "markers", "not_where_known: generate the test only where no known upstream bug (rnn_equivalence.harness.known_issues) applies")
     config.addinivalue_line(
-        "markers", "known_issue(row): the row of harness.known_issues a strict xfail stands for (set by the parametrisation)")
+        "markers", "known_issue(row): the row of rnn_equivalence.harness.known_issues a strict xfail stands for (set by the parametrisation)")
     cache = _conversion_cache(config)
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
@@ -137,7 +137,7 @@ def pytest_configure(config):
 
 # Each library's own thread pool, one thread: the suite's arithmetic is tiny (H <= 7, T <= 50), so threads
 # only contend, with pytest-xdist's workers and their Keras children already one process per core.
-# Thread counts change no bound (harness/tolerance.py bounds every order of summation). A setting the
+# Thread counts change no bound (reference/tolerance.py bounds every order of summation). A setting the
 # user made is kept.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
@@ -173,7 +173,7 @@ def _share_jax_compilations(config):
 
 
 def _conversion_cache(config):
-    """The directory of the converted models kept across runs (``frameworks.converted``), checked before
+    """The directory of the converted models kept across runs (``rnn_equivalence.frameworks.converted``), checked before
     any test, or None where ``--no-conversion-cache`` or the environment turns it off. The option is
     passed on as the environment variable, which the workers and their children inherit (and read)."""
     if config.getoption("--no-conversion-cache"):
@@ -218,9 +218,9 @@ def pytest_report_header(config):
 def pytest_generate_tests(metafunc):
     """Give each system x activation x dtype x case its own test id, only where the system applies.
 
-    ``system`` (any adapter) may come with ``activation_spec`` (reference.params: a vanilla cell's g,
+    ``system`` (any adapter) may come with ``activation_spec`` (rnn_equivalence.reference.params: a vanilla cell's g,
     a gated cell's "f,g,h" or "f,g", "default" for its defaults),
-    ``dtype``, ``case`` (``harness.cases.cases_for``: the system's shapes and configurations),
+    ``dtype``, ``case`` (``rnn_equivalence.harness.cases.cases_for``: the system's shapes and configurations),
     ``mutation_case`` and ``mutation`` (a deliberately wrong mapping the system declares).
     ``applies_to(predicate)`` keeps the systems whose class attributes make the test apply.
     ``system_pair`` pairs each selected cell with the anchor of its family member.
@@ -241,7 +241,7 @@ def pytest_generate_tests(metafunc):
         make_cases = DESIGNS[design]
         combos = []
         for cls in applicable(metafunc, names):
-            # The table's rows this test can meet (harness.known_issues), for whole runs and padded batches.
+            # The table's rows this test can meet (rnn_equivalence.harness.known_issues), for whole runs and padded batches.
             rows = {padded: rows_of(cls.name, scopes_of(scope, design, padded)) if marker else []
                     for padded in (False, True)}
             # A case carries its activation; without cases, ``activation_spec`` runs over the system's activations.
@@ -277,7 +277,7 @@ def pytest_generate_tests(metafunc):
                         # Every mutation on the square case, where only values can give it away; a non-square
                         # one too (where shapes may refuse it) at full depth. Quick: the first mutation only
                         # (one case per capability), so that the test is met; default, every one but for a
-                        # converted system, whose first alone needs a conversion of its own (harness.cases.
+                        # converted system, whose first alone needs a conversion of its own (rnn_equivalence.harness.cases.
                         # mutations_for); full: every one.
                         "mutation_case": mutation_cases(cls, depth if depth == "full" else "quick")
                         if "mutation_case" in argnames else [None],
@@ -408,19 +408,19 @@ def pytest_collection_modifyitems(config, items):
         m.name == "skip" and str(m.kwargs.get("reason", "")).startswith("got empty parameter set")
         for m in item.iter_markers())]
     shard = config.stash[SHARD]
-    if shard:  # the other parts' tests (harness.shards)
+    if shard:  # the other parts' tests (rnn_equivalence.harness.shards)
         k, n = shard
         empty += [item for item in items if shards.part_of(item.nodeid, n) != k]
     dropped = {id(item) for item in empty}
     if dropped:
         config.hook.pytest_deselected(items=[item for item in items if id(item) in dropped])
         items[:] = [item for item in items if id(item) not in dropped]
-    # The costliest systems first, each system's tests together (harness.schedule): the workers finish together.
+    # The costliest systems first, each system's tests together (rnn_equivalence.harness.schedule): the workers finish together.
     items[:] = schedule.by_cost(items, _system_of_item, schedule.committed_seconds())
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """A worker done with a system (its tests run together: harness.schedule) lets go of what it built for it
+    """A worker done with a system (its tests run together: rnn_equivalence.harness.schedule) lets go of what it built for it
     (``Adapter.built_once``: layers, compiled functions, converted models' runtimes), so that memory holds
     one system's objects at a time, not every system's of a long run."""
     system = _system_of_item(item)
@@ -434,7 +434,7 @@ def pytest_runtest_teardown(item, nextitem):
 
 def _system_of_item(item):
     """The system a collected test is about (the first of a pair), or None (the harness's own tests)."""
-    from harness.records import _systems
+    from rnn_equivalence.harness.records import _systems
 
     return _systems(getattr(getattr(item, "callspec", None), "params", {}), item)[0]
 

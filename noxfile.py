@@ -26,9 +26,9 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from frameworks import ADAPTERS  # noqa: E402  (the registry imports no framework)
-from harness import matrix as matrix_plan  # noqa: E402
-from harness.matrix import write_session  # noqa: E402
+from rnn_equivalence.frameworks import ADAPTERS  # noqa: E402  (the registry imports no framework)
+from docgen import matrix as matrix_plan  # noqa: E402
+from docgen.matrix import write_session  # noqa: E402
 
 REPORTS = ROOT / "matrix-reports"
 PYTHON = "3.11"
@@ -45,7 +45,7 @@ def systems(*prefixes: str) -> str:
 
 
 def selection(kind: str) -> str:
-    """The systems an entry of ``kind`` runs (harness.matrix.SELECTIONS), comma-separated."""
+    """The systems an entry of ``kind`` runs (docgen.matrix.SELECTIONS), comma-separated."""
     return ",".join(matrix_plan.selected(kind, ADAPTERS))
 
 
@@ -76,7 +76,7 @@ def _entry(session, label: str, requested: dict, pins: list[str], extras: str, m
                 success_codes=[0, 1])
     seconds = time.monotonic() - started
     # Recorded by the session's own Python: the versions that ran, not nox's.
-    session.run("python", "-m", "harness.matrix", "record", str(out), "--session", label,
+    session.run("python", "-m", "docgen.matrix", "record", str(out), "--session", label,
                 "--requested", json.dumps(requested), "--status", "tests ran", "--installed", dists,
                 "--seconds", f"{seconds:.0f}")
 
@@ -135,7 +135,7 @@ def torch(session, version):
 def matrix(session):
     """Merge every entry's session.json and report into docs/MATRIX.md, after the committed report's column (the
     versions of the project's own environment, at full depth)."""
-    session.run(sys.executable, "-m", "harness.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"),
+    session.run(sys.executable, "-m", "docgen.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"),
                 "--committed", str(ROOT / "docs" / "equivalence.json"))
 
 

@@ -12,7 +12,7 @@ For H in {32, 128, 512} (input size I = H), batch in {1, 64}, one step and a
 in NumPy, PyTorch (eager), TensorFlow (tf.function) and JAX (jit, lax.scan),
 and reports medians and the ratio concat/split. Before timing, every variant's
 output is checked against the float64 reference within the suite's derived
-error bound (harness.tolerance.reference_and_bound), so only correct code is timed.
+error bound (rnn_equivalence.reference.tolerance.reference_and_bound), so only correct code is timed.
 
     python benchmarks/rnn_formulas.py --output docs/BENCHMARKS.md      (about 5 minutes here)
 
@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from harness.report import cpu_name  # noqa: E402
-from harness.tolerance import reference_and_bound as bounded_reference  # noqa: E402
-from reference.params import CellParams, random_inputs, random_state  # noqa: E402
-from reference.rnn import rnn_sequence  # noqa: E402
+from rnn_equivalence.harness.report import cpu_name  # noqa: E402
+from rnn_equivalence.reference.tolerance import reference_and_bound as bounded_reference  # noqa: E402
+from rnn_equivalence.reference.params import CellParams, random_inputs, random_state  # noqa: E402
+from rnn_equivalence.reference.rnn import rnn_sequence  # noqa: E402
 
 SIZES = (32, 128, 512)
 BATCHES = (1, 64)

@@ -8,7 +8,7 @@ Times, ``--runs`` times each and reporting the median:
   and every Keras child process, pays once);
 - the README's test command, ``pytest -n auto --equivalence-report=DIR``, at the default depth
   from a cold cache (a new, empty user cache directory: ``XDG_CACHE_HOME``, where the converted
-  models and JAX's compilations are kept, ``frameworks.converted``) and warm (the same directory
+  models and JAX's compilations are kept, ``rnn_equivalence.frameworks.converted``) and warm (the same directory
   again, right after: the second run on the same versions), at the quick depth (cold), and
   (``--full``) once at full depth (cold), and, with ``--before REV``, the
   suite of an earlier commit, interleaved with this tree's (whole
@@ -45,8 +45,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from frameworks import ADAPTERS  # noqa: E402
-from harness.report import cpu_name  # noqa: E402
+from rnn_equivalence.frameworks import ADAPTERS  # noqa: E402
+from rnn_equivalence.harness.report import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORTS = {
@@ -153,8 +153,8 @@ def per_system_table(breakdowns: dict, models: dict) -> list[str]:
 
 def cases_per_depth() -> list[tuple[str, list[tuple[int, int]]]]:
     """Each main-environment system's whole-sequence cases and (case, dtype) runs at quick, default, full."""
-    from harness.cases import cases_for
-    from harness.depth import DEPTHS
+    from rnn_equivalence.harness.cases import cases_for
+    from rnn_equivalence.harness.depth import DEPTHS
 
     rows = []
     for name, cls in ADAPTERS.items():
@@ -264,10 +264,10 @@ def measure(args, trees) -> int:
             *(f"| {key} | {count} | {seconds:.1f} | {seconds / total:.0%} |" for key, seconds, count in by_system),
         ]
         lines += ["", "## Cases per system at each depth", "",
-                  "The whole-sequence design of each system in this run's environment (`harness.cases.cases_for`): its "
+                  "The whole-sequence design of each system in this run's environment (`rnn_equivalence.harness.cases.cases_for`): its "
                   "cases, and the runs they make (a case runs in every dtype at full depth, in its own at quick and "
                   "default). Padded, chunked, gradient, option and mutation cases follow the same depth "
-                  "(`harness.cases`), and the tests above count every one of them.", "",
+                  "(`rnn_equivalence.harness.cases`), and the tests above count every one of them.", "",
                   "| system | quick: cases (runs) | default: cases (runs) | full: cases (runs) |", "|---|---|---|---|",
                   *(f"| {name} | " + " | ".join(f"{cases} ({runs})" for cases, runs in row) + " |"
                     for name, row in cases_per_depth())]

@@ -3,7 +3,7 @@
 An adapter is one *system*: a framework's cell (unrolled over the sequence
 here) or its sequence layer, for one member of the family (a vanilla RNN, an
 LSTM, a GRU of one variant). Its weight mapping, canonical parameters to the
-framework's own named weights and back, is ``frameworks.mapping.Mapping``
+framework's own named weights and back, is ``rnn_equivalence.frameworks.mapping.Mapping``
 (NumPy only); the adapter adds a run of the framework's own code on those weights:
 
     run(params, xs, state=None, config=CELL) -> outputs
@@ -14,13 +14,13 @@ in the system's own shapes and names, and ``arrange`` puts the reference's
 canonical results into those same shapes, so each output is compared as the
 framework returns it. What the system is tested on (activations, dtypes,
 configurations, options, mutations) is declared as class attributes, and the
-tests read them; its known upstream bugs are rows of ``harness.known_issues``.
+tests read them; its known upstream bugs are rows of ``rnn_equivalence.harness.known_issues``.
 
 Frameworks are imported in ``start`` (``frameworks.load`` calls it), never at module
 level nor on instantiation, so that importing ``frameworks`` and using a system's mapping
 is free, and a missing framework breaks only its own adapters. The methods that touch the
 framework are the ``Runner`` protocol below, which is also what a child process serves
-(``frameworks.child``). Every class that sets ``name`` registers itself (``REGISTRY``):
+(``rnn_equivalence.frameworks.child``). Every class that sets ``name`` registers itself (``REGISTRY``):
 there is no second list of names.
 """
 
@@ -34,15 +34,15 @@ from typing import Protocol
 
 import numpy as np
 
-from frameworks.mapping import (  # noqa: F401  (re-exported: the adapters' modules import them from here)
+from rnn_equivalence.frameworks.mapping import (  # noqa: F401  (re-exported: the adapters' modules import them from here)
     Mapping, Native, NativeSpec, check_native, gates_text, reorder_gates, without_held_zero_biases,
 )
-from frameworks.plan import TestPlan
-from reference.cells import state_keys
-from reference.config import CELL, NO_BIAS, LayerConfig  # noqa: F401  (re-exported)
-from reference.padding import HOLES, Padding
-from reference.params import GATED, GATES, activation_names
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.plan import TestPlan
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.config import CELL, NO_BIAS, LayerConfig  # noqa: F401  (re-exported)
+from rnn_equivalence.reference.padding import HOLES, Padding
+from rnn_equivalence.reference.params import GATED, GATES, activation_names
+from rnn_equivalence.reference.stack import StackParams
 
 REGISTRY: dict[str, type] = {}
 # The hyperparameters of each optimizer the suite steps with (``Adapter.optimizer_step``), by its names.
@@ -52,7 +52,7 @@ OPTIMIZER_ARGUMENTS = {"sgd": ("learning_rate",), "adam": ("learning_rate", "bet
 class Runner(Protocol):
     """What running a system needs of its framework: the methods that import or call it. A system
     whose framework must run in another process (a Keras backend other than this process's) has
-    exactly these forwarded there (``frameworks.child.InChildProcess`` is made from this list);
+    exactly these forwarded there (``rnn_equivalence.frameworks.child.InChildProcess`` is made from this list);
     everything else, the mapping and the checks, stays in the calling process."""
 
     def start(self) -> None: ...  # import the framework (ImportError, naming the system, if it cannot)
@@ -90,12 +90,12 @@ class Adapter(TestPlan, Mapping):
     process_env: dict[str, str] = {}
     # The environment the system's tool lives in, where it cannot be installed beside the others: the name
     # of its nox session (noxfile.py). "" for the main environment. A run that does not name such a system
-    # leaves it out (harness.selection), and the report says where it runs.
+    # leaves it out (rnn_equivalence.harness.selection), and the report says where it runs.
     environment: str = ""
     # A setting the suite runs the system with and its verdict holds under, which a user must set too where
     # the system's default differs (docs/ANSWERS.md and ``compare`` then answer "Only if"); "" for none.
     runs_with: str = ""
-    # Padded batches (reference.padding): the sides of padding the system takes (``TestPlan.padded_configs``
+    # Padded batches (rnn_equivalence.reference.padding): the sides of padding the system takes (``TestPlan.padded_configs``
     # says in which configurations it is compared), and its name for the lengths.
     padding_sides: tuple[str, ...] = ("post",)
     lengths_name: str = "lengths"
@@ -106,13 +106,13 @@ class Adapter(TestPlan, Mapping):
     # The optimizers the system steps with its framework's own implementation ("sgd", "adam"), and the
     # framework's name for each (e.g. "torch.optim.Adam"), for the messages and the report.
     optimizers: dict[str, str] = {}
-    # Where the framework's Adam adds epsilon (reference.optimizers.EPSILON_PLACEMENTS): after the bias
+    # Where the framework's Adam adds epsilon (rnn_equivalence.reference.optimizers.EPSILON_PLACEMENTS): after the bias
     # correction (PyTorch, optax) or before it (Keras's "epsilon hat").
     adam_epsilon: str = "after_correction"
     # The dtype the framework's optimizer holds its hyperparameters in, where it is not the weights'
     # (Keras: floatx, float32 by default, so a float64 step uses lr rounded to float32); "": the weights'.
     optimizer_constants_dtype: str = ""
-    # Known upstream bugs are not declared here: they are rows of the one table, harness.known_issues.
+    # Known upstream bugs are not declared here: they are rows of the one table, rnn_equivalence.harness.known_issues.
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -152,7 +152,7 @@ class Adapter(TestPlan, Mapping):
         self.compiled = bool(compiled)
 
     def compile_key(self, native: Native, xs, state, config: LayerConfig, g: str, padding=None):
-        """What a compiled run's trace depends on besides its arguments' values (``frameworks.autodiff.
+        """What a compiled run's trace depends on besides its arguments' values (``rnn_equivalence.frameworks.autodiff.
         JaxVjp``): ``structure_key``; None where the run is eager."""
         if not (self.compiles and self.compiled):
             return None
@@ -176,7 +176,7 @@ class Adapter(TestPlan, Mapping):
     def built_once(self, key, build):
         """``build()`` (the framework's objects and the functions running them), once per key
         (``compile_key``, or ``structure_key`` where what is reused is not compiled), so that what was
-        built or compiled for that key (``frameworks.autodiff.JaxVjp``, a jitted step, a converter's
+        built or compiled for that key (``rnn_equivalence.frameworks.autodiff.JaxVjp``, a jitted step, a converter's
         traced model) is reused; every time where the key is None (an eager run). The least recently
         used are dropped past ``BUILT_CACHE_SIZE``."""
         if key is None:
@@ -191,7 +191,7 @@ class Adapter(TestPlan, Mapping):
 
     # --- running ------------------------------------------------------------------
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
-        """The canonical results of ``reference.stack.drive`` in this system's own shapes.
+        """The canonical results of ``rnn_equivalence.reference.stack.drive`` in this system's own shapes.
         A cell adapter returns every state over time: {"h": (T, batch, H)}, and "c"."""
         arranged = {"h": result["output"]}
         if "c_output" in result:
@@ -212,7 +212,7 @@ class Adapter(TestPlan, Mapping):
 
     def run_native(self, native: Native, xs: np.ndarray, state, config: LayerConfig, g: str) -> dict:
         """Run the framework on its own weights; outputs as ``arrange`` shapes them. A system with
-        ``padded_configs`` takes ``padding=`` (a ``reference.padding.Padding`` or None) too."""
+        ``padded_configs`` takes ``padding=`` (a ``rnn_equivalence.reference.padding.Padding`` or None) too."""
         raise NotImplementedError
 
     def run(self, params, xs, state=None, config: LayerConfig | None = None,
@@ -247,11 +247,11 @@ class Adapter(TestPlan, Mapping):
 
     @property
     def autodiff_runtime(self):
-        """The one runtime of this system's autodiff library (``frameworks.autodiff``), shared by every
+        """The one runtime of this system's autodiff library (``rnn_equivalence.frameworks.autodiff``), shared by every
         adapter on it; a system without one refuses, by name."""
         if not self.autodiff:
             raise NotImplementedError(f"{self.cell}: no automatic differentiation of what this system runs")
-        from frameworks.autodiff import runtime
+        from rnn_equivalence.frameworks.autodiff import runtime
 
         return runtime(self.autodiff)
 
@@ -313,7 +313,7 @@ class Adapter(TestPlan, Mapping):
     # --- padded batches and chunked runs --------------------------------------------
     @classmethod
     def padded_output(cls, config: LayerConfig) -> str:
-        """What the system reports on a padded step: "zeros" or "repeat" (``reference.padding``)."""
+        """What the system reports on a padded step: "zeros" or "repeat" (``rnn_equivalence.reference.padding``)."""
         return "zeros"
 
     def check_padding(self, padding: Padding, xs: np.ndarray) -> None:
@@ -322,7 +322,7 @@ class Adapter(TestPlan, Mapping):
             raise ValueError(f"{self.cell}: padded batches are not supported by this system (it takes no "
                              f"{self.lengths_name}); run each sequence to its own length instead")
         if not isinstance(padding, Padding):
-            raise TypeError(f"{self.cell}: {self.lengths_name}: expected a reference.padding.Padding, "
+            raise TypeError(f"{self.cell}: {self.lengths_name}: expected a rnn_equivalence.reference.padding.Padding, "
                             f"got {type(padding).__name__}")
         if padding.side == HOLES and HOLES not in self.padding_sides:
             raise ValueError(f"{self.cell}: {self.lengths_name}: expected each element's real steps as one run "

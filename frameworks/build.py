@@ -13,7 +13,7 @@
   ``cell.apply(variables, carry, x)``; nnx (``flax-nnx``, ``flax-nnx-lstm``, ``flax-nnx-gru``) the
   module, which holds its parameters.
 
-The weights are the mapping's (``frameworks.convert.write``): what the suite checks each system with.
+The weights are the mapping's (``rnn_equivalence.frameworks.convert.write``): what the suite checks each system with.
 Another system is refused by name, as is what the target cannot hold (``ConversionRefused``).
 """
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.convert import ConversionRefused, mapping, write
-from reference.config import LayerConfig
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.convert import ConversionRefused, mapping, write
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.stack import StackParams
 
 TORCH_CLASSES = {"torch": "RNNCell", "torch-lstm": "LSTMCell", "torch-gru": "GRUCell",
                  "torch-rnn": "RNN", "torch-lstm-rnn": "LSTM", "torch-gru-rnn": "GRU"}
@@ -99,7 +99,7 @@ def _keras(system, native, stack, config, g):
 
 
 def _onnx(system, native, stack, config, g):
-    from frameworks import adapter_class
+    from rnn_equivalence.frameworks import adapter_class
 
     adapter = adapter_class(system)()
     adapter.start()  # imports onnx (and the system's runtime)
@@ -118,7 +118,7 @@ def _onnx(system, native, stack, config, g):
 
 
 def _flax(system, native, stack, g):
-    from frameworks import adapter_class
+    from rnn_equivalence.frameworks import adapter_class
 
     adapter = adapter_class(system)()
     adapter.start()  # imports jax and flax, float64 switched on

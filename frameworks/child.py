@@ -4,7 +4,7 @@ Keras 3 reads ``KERAS_BACKEND`` once, when it is first imported, so one process
 can hold one backend. An adapter that declares ``process_env`` (for instance
 ``{"KERAS_BACKEND": "jax"}``) and finds this process set differently runs its
 framework in a child process started with that environment: the weight
-mapping stays here, and only the calls that touch the framework (``frameworks.base.Runner``)
+mapping stays here, and only the calls that touch the framework (``rnn_equivalence.frameworks.base.Runner``)
 cross over, as pickled NumPy arrays. Errors come back as the same
 exception type with the same message, so tests cannot tell the difference.
 
@@ -12,7 +12,7 @@ One child serves every adapter that needs the same environment: starting
 Python with Keras and a backend costs seconds, and twenty Keras adapters on
 two backends would otherwise start forty children per pytest-xdist worker.
 
-    python -m frameworks.child      (started by ChildProcess.for_env)
+    python -m rnn_equivalence.frameworks.child      (started by ChildProcess.for_env)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from frameworks.base import RUNNER_METHODS
+from rnn_equivalence.frameworks.base import RUNNER_METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 # Exceptions re-raised as themselves in the parent; anything else becomes RuntimeError.
@@ -67,7 +67,7 @@ class ChildProcess:
         environ = {**os.environ, **env}
         environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environ.get("PYTHONPATH")]))
         self.env = env
-        self.process = subprocess.Popen([sys.executable, "-m", "frameworks.child"],
+        self.process = subprocess.Popen([sys.executable, "-m", "rnn_equivalence.frameworks.child"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=environ)
 
     def call(self, adapter_name: str, method: str, *args, **kwargs):
@@ -113,7 +113,7 @@ def _forwarded(method: str):
 
 
 class InChildProcess:
-    """Mixed in ahead of an adapter class: the ``Runner`` methods (``frameworks.base``, the calls that
+    """Mixed in ahead of an adapter class: the ``Runner`` methods (``rnn_equivalence.frameworks.base``, the calls that
     touch the framework) go to the child; the mapping and the checks stay here."""
 
     def start(self):
@@ -131,7 +131,7 @@ def main() -> None:
     channel_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     channel_in = sys.stdin.buffer
-    from frameworks import adapter_class
+    from rnn_equivalence.frameworks import adapter_class
 
     adapters = {}
     while (request := _receive(channel_in)) is not None:

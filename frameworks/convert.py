@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.mapping import Mapping, Native, check_native
-from reference.config import CELL, LayerConfig
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.mapping import Mapping, Native, check_native
+from rnn_equivalence.reference.config import CELL, LayerConfig
+from rnn_equivalence.reference.stack import StackParams
 
 
 class ConversionRefused(ValueError):
@@ -29,7 +29,7 @@ class ConversionRefused(ValueError):
 
 def mapping(system: str | type[Mapping]) -> Mapping:
     """The mapping of a system, by name (``frameworks.ADAPTERS``) or class: its framework not imported."""
-    from frameworks import adapter_class  # the registry; importing it imports no framework
+    from rnn_equivalence.frameworks import adapter_class  # the registry; importing it imports no framework
 
     cls = adapter_class(system) if isinstance(system, str) else system
     return cls()

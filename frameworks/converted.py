@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from frameworks.base import distribution_version
+from rnn_equivalence.frameworks.base import distribution_version
 
 CACHE_VAR = "RNN_EQ_CONVERSION_CACHE"
 OFF_VAR = "RNN_EQ_NO_CONVERSION_CACHE"
@@ -133,10 +133,10 @@ def code_digest(cls) -> str:
 
 
 def source_files(cls) -> list[Path]:
-    """The source files of the project's modules (``frameworks``) that define the adapter and its bases:
-    the model built around the weights, the converter's call."""
+    """The source files of the project's modules (``rnn_equivalence.frameworks``) that define the adapter and
+    its bases: the model built around the weights, the converter's call."""
     return sorted({Path(inspect.getsourcefile(sys.modules[base.__module__])) for base in cls.__mro__
-                   if base.__module__.split(".")[0] == "frameworks"})
+                   if base.__module__.startswith(__package__ + ".")})
 
 
 def files_digest(files) -> str:

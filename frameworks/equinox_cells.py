@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     CELL, NO_BIAS, Adapter, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
 )
-from frameworks.flax_cells import FlaxBase
-from frameworks.jax_cache import use_persistent_cache
-from reference.params import GATES
+from rnn_equivalence.frameworks.flax_cells import FlaxBase
+from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
+from rnn_equivalence.reference.params import GATES
 
 
 class EquinoxCell(FlaxBase):
@@ -45,7 +45,7 @@ class EquinoxCell(FlaxBase):
     def start(self):
         jax = import_framework("jax", self.name)
         jax.config.update("jax_enable_x64", True)  # before any array exists
-        use_persistent_cache(jax)  # before the first compile (frameworks.jax_cache)
+        use_persistent_cache(jax)  # before the first compile (rnn_equivalence.frameworks.jax_cache)
         self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)
         self.eqx = import_framework("equinox", self.name)
 

@@ -24,7 +24,7 @@ A recurrent module is found by PyTorch's own parameter names (``nn.RNN``/``nn.LS
 ``weight_ih_l{k}[_reverse]``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, ``weight_hr_l{k}``;
 the cells: ``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``) under any module path
 (``encoder.rnn.``); its family is the gate count, ``weight_hh``'s rows over the hidden size; it is
-then read by the suite's mapping (``frameworks.convert.read``), which checks every shape in
+then read by the suite's mapping (``rnn_equivalence.frameworks.convert.read``), which checks every shape in
 PyTorch's names. Keras layers are found by their cells' weights (Keras 3: ``<layer>/cell/vars/0, 1, 2``
 = kernel, recurrent_kernel, bias; Keras 2: ``<layer>/.../kernel:0``, ``recurrent_kernel:0``, ``bias:0``),
 a ``Bidirectional`` by its ``forward_*`` and ``backward_*`` halves; the family from recurrent_kernel's
@@ -47,9 +47,9 @@ from pathlib import Path
 
 import numpy as np
 
-from frameworks.convert import mapping, read
-from reference.config import LayerConfig
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.convert import mapping, read
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.stack import StackParams
 
 
 class FileRefused(ValueError):
@@ -492,7 +492,7 @@ def _read_keras(location: str, directions: list[dict[str, np.ndarray]], implemen
     bias = directions[0].get("bias")
     before = family == "gru" and bias is not None and np.ndim(bias) == 1
     member = ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") + "-rnn"
-    from frameworks import ADAPTERS  # the registry (no framework imported)
+    from rnn_equivalence.frameworks import ADAPTERS  # the registry (no framework imported)
 
     # Keras 2's gated layers are no systems of the suite: their layout is Keras 3's, whose mapping reads them.
     system = implementation + member if implementation + member in ADAPTERS else "keras-tf" + member
@@ -618,7 +618,7 @@ def write_weights(native: dict[str, np.ndarray], system: str, config: LayerConfi
     each by the framework's own writer, read back by its own loader: .npz and .safetensors by the
     system's own names; .pt/.pth a state_dict by ``torch.save`` (``load_state_dict`` takes it);
     .weights.h5 and .keras by Keras's own ``save_weights`` and ``save`` of a ``Sequential`` of the layers
-    (``tf_keras`` for Keras 2's systems); .onnx by ``onnx.save`` of the node (``frameworks.build``); .msgpack
+    (``tf_keras`` for Keras 2's systems); .onnx by ``onnx.save`` of the node (``rnn_equivalence.frameworks.build``); .msgpack
     by ``flax.serialization.to_bytes`` of the cell's params (linen: under "params"); .ckpt a TF1
     checkpoint (``tf.raw_ops.SaveV2``, what ``tf.compat.v1.train.Saver`` writes) under ``rnn/<cell's scope>``."""
     path = Path(path)
@@ -649,7 +649,7 @@ def write_weights(native: dict[str, np.ndarray], system: str, config: LayerConfi
     elif suffix == ".onnx":
         import onnx
 
-        from frameworks.build import build
+        from rnn_equivalence.frameworks.build import build
 
         onnx.save(build(system, read(native, system, config), config), str(path))
     elif suffix == ".msgpack":

@@ -13,7 +13,7 @@ The mappings, written once each:
     SimpleCell, linen: i.kernel, i.bias, h.kernel, the same arrays under linen's module names
 
 Activations: Flax takes functions, not names; ``FlaxBase._activation`` is the one table from
-the canonical names (reference.activations). The gated cells take ``gate_fn`` (canonical f: LSTM
+the canonical names (rnn_equivalence.reference.activations). The gated cells take ``gate_fn`` (canonical f: LSTM
 i, f, o; GRU r, z) and ``activation_fn`` (canonical g: the LSTM candidate, the GRU's n; and the
 LSTM's h, in h = o * activation_fn(c)), linen and nnx alike (flax 0.12 recurrent.py). An LSTM's
 g and h are thus one function: Flax cannot compute ONNX's "sigmoid,tanh,relu". Flax has no
@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, gate_and_candidate, import_framework, reorder_gates, scaled, swapped,
     swapped_names, transposed,
 )
-from frameworks.jax_cache import use_persistent_cache
-from reference.cells import state_keys
-from reference.params import GATED
-from reference.stack import DIRECTIONS
+from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import GATED
+from rnn_equivalence.reference.stack import DIRECTIONS
 
 
 def _summed_bias(params) -> np.ndarray:
@@ -76,7 +76,7 @@ class FlaxBase(Adapter):
     def _activation(self, name: str):
         """The function Flax is given for a canonical activation name: the one table. JAX has no
         identity, so it is written out; jax.nn.hard_sigmoid is relu6(x + 3) / 6 (its source), the
-        "hard_sigmoid_relu6" of reference.activations, not Keras 2's clip(0.2 x + 0.5, 0, 1)."""
+        "hard_sigmoid_relu6" of rnn_equivalence.reference.activations, not Keras 2's clip(0.2 x + 0.5, 0, 1)."""
         jax, jnp = self.jax, self.jnp
         return {"tanh": jnp.tanh, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid,
                 "hard_sigmoid_relu6": jax.nn.hard_sigmoid, "identity": lambda z: z}[name]
@@ -185,7 +185,7 @@ class FlaxBase(Adapter):
         return {key: np.asarray(value) for key, value in run(*arguments).items()}
 
     def _whole_run_key(self, native: Native, xs, state, config, g: str, padding=None):
-        """The compile key of run_native's whole run (``frameworks.autodiff.JaxVjp``): a layer's (nnx.RNN scans
+        """The compile key of run_native's whole run (``rnn_equivalence.frameworks.autodiff.JaxVjp``): a layer's (nnx.RNN scans
         its cell, compiled once); None for a cell, whose run loops over its compiled step (``_run``): one
         compile per cell and batch serves every T and initial state, where a whole run would compile per
         structure (the gradients do, ``gradients_native``)."""
@@ -461,7 +461,7 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
 #       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
 #       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
 LSTM_GATES = ("i", "f", "g", "o")
-# The specs compared (reference.params), given as gate_fn and activation_fn (activation_arguments).
+# The specs compared (rnn_equivalence.reference.params), given as gate_fn and activation_fn (activation_arguments).
 # Each registered class names them itself: registration sets ("default",) on a gated class that
 # does not, inherited or not.
 LSTM_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu")  # activation_fn is g and h

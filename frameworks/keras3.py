@@ -38,7 +38,7 @@ tf.keras.experimental one, deprecated for tensorflow_addons', itself at its end 
 Keras 3 chooses its backend once per process, from ``KERAS_BACKEND``. Each
 backend is its own adapter whose ``process_env`` names it, so a run covers
 all three: the one this process uses runs here, the others in child
-processes (``frameworks.child``).
+processes (``rnn_equivalence.frameworks.child``).
 """
 
 from __future__ import annotations
@@ -47,17 +47,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, distribution_version, gate_and_candidate, gates_text, import_framework,
     reorder_gates, scaled, swapped, swapped_gates, swapped_names, transposed,
 )
-from frameworks.jax_cache import use_persistent_cache
-from reference.cells import state_keys
-from reference.padding import HOLES
-from reference.params import GATED, GATES
-from reference.stack import DIRECTIONS, StackParams
+from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.padding import HOLES
+from rnn_equivalence.reference.params import GATED, GATES
+from rnn_equivalence.reference.stack import DIRECTIONS, StackParams
 
-# Canonical activation names (reference.activations) -> each Keras version's own. "hard_sigmoid"
+# Canonical activation names (rnn_equivalence.reference.activations) -> each Keras version's own. "hard_sigmoid"
 # is relu6(x + 3) / 6 in Keras 3: tf.nn.relu6(x + 3) / 6, jax.nn.hard_sigmoid, torch's hardsigmoid
 # (keras/src/backend/*/nn.py; keras.ops.hard_sigmoid's docstring still says 0.2 x + 0.5), and
 # clip(0.2 x + 0.5, 0, 1) in Keras 2 (tf_keras/src/backend.py): the same name, two functions.
@@ -90,7 +90,7 @@ class KerasFamily:
     def _import_keras(self):
         if self.backend == "jax":
             # float64 in JAX needs x64 switched on before any array exists; the persistent compilation
-            # cache (frameworks.jax_cache) must be set before the first compile.
+            # cache (rnn_equivalence.frameworks.jax_cache) must be set before the first compile.
             jax = import_framework("jax", self.name)
             jax.config.update("jax_enable_x64", True)
             use_persistent_cache(jax)
@@ -149,7 +149,7 @@ class KerasFamily:
 
     def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict, key=None):
         """The vector-Jacobian product of ``forward(x, state)`` (the forward ``run_native`` evaluates) with
-        ``cotangents``, by the backend's own autodiff (``frameworks.autodiff``, shared with every adapter
+        ``cotangents``, by the backend's own autodiff (``rnn_equivalence.frameworks.autodiff``, shared with every adapter
         on it): the variables' gradients as backend tensors (what the optimizer takes), and the inputs'
         and initial state's as NumPy, each in its argument's shape."""
         names, keys = list(variables), list(state or {})
@@ -250,7 +250,7 @@ class KerasMapping(KerasFamily, Adapter):
 
     @classmethod
     def native_activation(cls, name: str) -> str:
-        """This Keras version's name of a canonical activation (reference.activations)."""
+        """This Keras version's name of a canonical activation (rnn_equivalence.reference.activations)."""
         table = KERAS_ACTIVATIONS[cls.module]
         if name not in table:
             raise ValueError(f"{cls.module}: no activation computes {name!r}; it has {sorted(table)}")
@@ -711,7 +711,7 @@ def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
 
 def system_attributes(name: str, base: type, implementation: tuple, member: tuple) -> dict:
     """The class attributes of the system ``name`` (its test plan and framework), from its row; also
-    what a system built on the same layers declares (frameworks.tf2onnx_export)."""
+    what a system built on the same layers declares (rnn_equivalence.frameworks.tf2onnx_export)."""
     (module, backend), (family, variant) = implementation, member
     before = variant == "reset_before"
     # Keras 3's systems are named after the backend, Keras 2's after its package (tf_keras: tf-keras).
@@ -752,7 +752,7 @@ def system_attributes(name: str, base: type, implementation: tuple, member: tupl
         # beta_1 and beta_2 are float32 in the correction too (measured: a float64 step is exact with them
         # rounded to float32; on jax and torch only lr is).
         "adam_epsilon": "before_correction", "optimizer_constants_dtype": "float32",
-        # Known upstream bugs (Keras 3 on jax and torch in float64): rows of harness.known_issues.
+        # Known upstream bugs (Keras 3 on jax and torch in float64): rows of rnn_equivalence.harness.known_issues.
         "__module__": __name__,
     }
     if base.layer:

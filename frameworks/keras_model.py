@@ -1,7 +1,7 @@
 """The functional Keras model a user writes around the suite's Keras layers, as the converters take it.
 
-Shared by the converters that start from a Keras model (``frameworks.tf2onnx_export``,
-``frameworks.tflite_export``): an ``Input`` for the sequence (batch first) and one for each initial
+Shared by the converters that start from a Keras model (``rnn_equivalence.frameworks.tf2onnx_export``,
+``rnn_equivalence.frameworks.tflite_export``): an ``Input`` for the sequence (batch first) and one for each initial
 state the configuration gives, named ``x`` and ``initial_{key}_{index}``; the layers' outputs (the
 sequence or the last output, then the final states with ``return_state``) as the model's outputs, in
 ``KerasLayer._call``'s order. The weights are the Keras layers' (``KerasLayer``'s mapping, unchanged).
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from frameworks.base import LayerConfig, Native, distribution_version, import_framework
-from frameworks.converted import weights_digests
-from frameworks.keras3 import MASK_VALUE, KerasLayer
-from reference.cells import state_keys
+from rnn_equivalence.frameworks.base import LayerConfig, Native, distribution_version, import_framework
+from rnn_equivalence.frameworks.converted import weights_digests
+from rnn_equivalence.frameworks.keras3 import MASK_VALUE, KerasLayer
+from rnn_equivalence.reference.cells import state_keys
 
 
 EMBEDDING = "embedding.embeddings"  # the mask_zero Embedding's table, among the model's variables
@@ -146,7 +146,7 @@ class KerasModelExport(KerasLayer):
         return names + ["output"]
 
     def conversion_key(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> tuple:
-        """What the converted model depends on (``frameworks.converted``): the structure, the batch the
+        """What the converted model depends on (``rnn_equivalence.frameworks.converted``): the structure, the batch the
         model fixes (None: any) and the weights' values."""
         return (repr(self.structure_key(native, xs, state, config, g)), batch,
                 weights_digests(self.model_weights(native, xs, config)))

@@ -5,11 +5,11 @@ Importing this module, or any module of ``frameworks``, imports no framework; no
 instantiating a system's class (its framework is imported by ``Adapter.start``). So a user can
 read a PyTorch state_dict into Keras's layout, or check a converter's output, with NumPy alone:
 
-    from frameworks import convert
+    from rnn_equivalence.frameworks import convert
     keras_weights = convert(torch_state_dict, "torch-lstm-rnn", "keras-tf-lstm-rnn", config=LayerConfig(2, True))
 
-The canonical parameters are ``reference.params.CellParams`` (per cell) and
-``reference.stack.StackParams`` (layers x directions); each system's class states its
+The canonical parameters are ``rnn_equivalence.reference.params.CellParams`` (per cell) and
+``rnn_equivalence.reference.stack.StackParams`` (layers x directions); each system's class states its
 framework's layout beside the canonical one, in its module's docstring, and implements:
 
     cell_spec         native names -> (shape, the shape in the framework's own symbols), one cell
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.config import CELL, LayerConfig
-from reference.params import FLOAT_DTYPES, GATES, CellParams
-from reference.stack import StackParams
+from rnn_equivalence.reference.config import CELL, LayerConfig
+from rnn_equivalence.reference.params import FLOAT_DTYPES, GATES, CellParams
+from rnn_equivalence.reference.stack import StackParams
 
 Native = dict[str, np.ndarray]
 # name -> (shape, the shape spelled in the framework's own symbols)
@@ -53,7 +53,7 @@ class Mapping:
     state_names: dict[str, str] = {"h": "h0", "c": "c0"}  # the framework's names of the initial states
     projection_name: str = "proj_size"  # the framework's name of a projection's size P
     hidden_axis: int = -1  # the axis of ``recurrent_kernel``'s weight that is the hidden size
-    # The options (reference.params.OPTIONS) the system holds: every name in ``Adapter.options``,
+    # The options (rnn_equivalence.reference.params.OPTIONS) the system holds: every name in ``Adapter.options``,
     # set on registration.
     supported_options: frozenset[str] = frozenset()
     # option -> why the system refuses it although the framework has something of that name (ONNX
@@ -106,7 +106,7 @@ class Mapping:
     # --- the mapping of a whole system (per cell; ONNX stacks directions instead) ---
     def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int, options: tuple[str, ...] = (),
                     output_size: int | None = None) -> NativeSpec:
-        """Every native weight's shape. ``options`` (reference.params.OPTIONS) and ``output_size`` (P,
+        """Every native weight's shape. ``options`` (rnn_equivalence.reference.params.OPTIONS) and ``output_size`` (P,
         with a projection) reach ``cell_spec`` only when there are options, so an adapter without
         options keeps the four-argument ``cell_spec``."""
         D, spec = config.num_directions, {}
@@ -118,7 +118,7 @@ class Mapping:
         return spec
 
     def read_options(self, native: Native, config: LayerConfig) -> tuple[tuple[str, ...], int | None]:
-        """The options a set of native weights holds (reference.params.OPTIONS) and, with a
+        """The options a set of native weights holds (rnn_equivalence.reference.params.OPTIONS) and, with a
         projection, its size P (else None): read from the weights' names and shapes, so that the
         checks expect what they hold. A system without options holds none."""
         return (), None
@@ -181,7 +181,7 @@ class Mapping:
             if name in self.refused_options:
                 raise ValueError(f"{self.cell}: option {name!r} refused: {self.refused_options[name]}")
             own = f"; it has {sorted(self.supported_options)}" if self.supported_options else ""
-            raise ValueError(f"{self.cell} has no option {name!r} (reference.params.OPTIONS){own}: "
+            raise ValueError(f"{self.cell} has no option {name!r} (rnn_equivalence.reference.params.OPTIONS){own}: "
                              f"it would be dropped, not computed")
         structure = (stack.num_layers, stack.num_directions, stack.has_bias)
         expected = (config.num_layers, config.num_directions, config.bias)

@@ -1,7 +1,7 @@
 """nobuco: ``nobuco.pytorch_to_keras`` of ``torch.nn.LSTM`` and ``torch.nn.GRU``, the Keras model it writes run
 in Keras (Keras 2, TensorFlow 2.15's).
 
-The weights are PyTorch's: the mapping is ``frameworks.pytorch``'s layer mapping (``TorchLayer``), unchanged.
+The weights are PyTorch's: the mapping is ``rnn_equivalence.frameworks.pytorch``'s layer mapping (``TorchLayer``), unchanged.
 nobuco converts the loaded module by tracing one call with the run's arguments, and writes a functional
 Keras model with one input per tensor argument (``x``, then ``h0``, then ``c0``) and one output per tensor
 returned (``output``, ``h_n``, ``c_n``); ``ChannelOrder.PYTORCH`` on both sides keeps PyTorch's layouts,
@@ -29,8 +29,8 @@ from __future__ import annotations
 import contextlib
 import io
 
-from frameworks.base import LayerConfig, Native, distribution_version, import_framework
-from frameworks.pytorch import TorchGRU, TorchLayer, TorchLSTM
+from rnn_equivalence.frameworks.base import LayerConfig, Native, distribution_version, import_framework
+from rnn_equivalence.frameworks.pytorch import TorchGRU, TorchLayer, TorchLSTM
 
 ENVIRONMENT = "nobuco"  # the nox session whose environment holds nobuco
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import Adapter, Native, NativeSpec, scaled, swapped, transposed
-from reference.rnn import concatenate_kernels, concatenated_step, rnn_sequence
+from rnn_equivalence.frameworks.base import Adapter, Native, NativeSpec, scaled, swapped, transposed
+from rnn_equivalence.reference.rnn import concatenate_kernels, concatenated_step, rnn_sequence
 
 
 class NumpySplit(Adapter):

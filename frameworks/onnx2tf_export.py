@@ -1,4 +1,4 @@
-"""onnx2tf: the ONNX ``RNN``, ``LSTM`` and ``GRU`` nodes the ONNX systems build (``frameworks.onnx_rnn``,
+"""onnx2tf: the ONNX ``RNN``, ``LSTM`` and ``GRU`` nodes the ONNX systems build (``rnn_equivalence.frameworks.onnx_rnn``,
 the same mapping), converted to TFLite by ``onnx2tf.convert`` and run in LiteRT's interpreter
 (``ai_edge_litert``, its default delegate).
 
@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from frameworks.base import import_framework
-from frameworks.onnx_rnn import OnnxGated, OnnxRNN, _gated_mutations
-from reference.params import GATED
+from rnn_equivalence.frameworks.base import import_framework
+from rnn_equivalence.frameworks.onnx_rnn import OnnxGated, OnnxRNN, _gated_mutations
+from rnn_equivalence.reference.params import GATED
 
 ENVIRONMENT = "onnx2tf"  # the nox session whose environment holds onnx2tf
 

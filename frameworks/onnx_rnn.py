@@ -17,7 +17,7 @@ orientation with both biases kept (the gates alike), so the round trip is exact.
 ``linear_before_reset=1`` is the reset-after GRU (PyTorch's), 0 (the default) reset before.
 Without ``B`` the operator has no bias.
 
-Options (reference.params), mapped here both ways:
+Options (rnn_equivalence.reference.params), mapped here both ways:
 
     canonical: peepholes (3H,) gates i, f, o     ONNX: P[d] (3H,) = [Pi, Po, Pf] (the spec's "P[iof]":
                (i, f read c_{t-1}, o reads c_t)        i, o, f, like W's gates), P (D, 3H), an input
@@ -58,20 +58,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
     states_with_last_c,
 )
-from reference.cells import state_keys
-from reference.padding import Padding
-from reference.params import GATED, activation_names
-from reference.stack import StackParams
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.params import GATED, activation_names
+from rnn_equivalence.reference.stack import StackParams
 
-# Canonical activation names (reference.activations) -> ONNX's name, with its (alpha, beta) where it
+# Canonical activation names (rnn_equivalence.reference.activations) -> ONNX's name, with its (alpha, beta) where it
 # takes them: identity is the spec's Affine(x) = alpha x + beta with alpha 1, beta 0; the two hard
 # sigmoids are HardSigmoid(x) = clip(alpha x + beta, 0, 1), alpha 0.2 (its default) or 1/6, beta 0.5.
 # The attributes are float32: 0.2 and 1/6 round, which the error model's hard sigmoid allows
-# (harness/tolerance.py). The spec consumes activation_alpha and activation_beta in the order of the
+# (reference/tolerance.py). The spec consumes activation_alpha and activation_beta in the order of the
 # activations, skipping those that take none (ONNX Runtime does; onnx.reference's RNN indexes them
 # by direction, the same lists here, since each direction has one activation that takes both).
 ONNX_ACTIVATION = {"tanh": ("Tanh",), "relu": ("Relu",), "sigmoid": ("Sigmoid",), "identity": ("Affine", 1.0, 0.0),
@@ -308,7 +308,7 @@ class OnnxReferenceEvaluation:
     # It ignores sequence_lens, and accepts clip, input_forget and the gated cells' activations and computes
     # without them (onnx 1.23.2, onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "clip=None,  # noqa:
     # ARG002", ...; its gated f, g, h are fixed methods: sigmoid, tanh, tanh, which is why its gated systems
-    # have the default activations only): rows of harness.known_issues, measured in
+    # have the default activations only): rows of rnn_equivalence.harness.known_issues, measured in
     # tests/equivalence/test_padded_onnx.py and test_options_onnx.py.
 
     def start(self):
@@ -453,7 +453,7 @@ def _gated_mutations(family: str, honours_activations: bool, peepholes: bool) ->
     return mutations
 
 
-# The activation specs (reference.params) of the gated cells: "sigmoid,tanh,relu" tells g from h.
+# The activation specs (rnn_equivalence.reference.params) of the gated cells: "sigmoid,tanh,relu" tells g from h.
 GATED_ACTIVATIONS = {
     "lstm": (GATED, "hard_sigmoid_0.2,tanh,tanh", "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu",
              "sigmoid,tanh,relu"),

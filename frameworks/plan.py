@@ -1,25 +1,25 @@
 """What each system is checked on, declared as data: the test plan.
 
-A system's class sets these beside its mapping and its runner; the tests read them (harness.cases
+A system's class sets these beside its mapping and its runner; the tests read them (rnn_equivalence.harness.cases
 makes each system's cases from them, conftest.py parametrises over them). Nothing here runs a
 framework. The known upstream bugs a test meets are not part of a system's plan: they are rows of
-the one table, harness.known_issues.
+the one table, rnn_equivalence.harness.known_issues.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from frameworks.mapping import Native
-from reference.config import CELL, LayerConfig
+from rnn_equivalence.frameworks.mapping import Native
+from rnn_equivalence.reference.config import CELL, LayerConfig
 
 
 class TestPlan:
     __test__ = False  # not a pytest test class
-    # The activations the system is compared on (reference.params: a vanilla cell's g, or a gated
+    # The activations the system is compared on (rnn_equivalence.reference.params: a vanilla cell's g, or a gated
     # cell's "f,g,h" / "f,g"); a gated system's default: (GATED,), set on registration.
     activations: tuple[str, ...] = ("tanh", "relu", "sigmoid", "identity")
-    # The options sets the system is compared on, "+"-joined names from reference.params.OPTIONS
+    # The options sets the system is compared on, "+"-joined names from rnn_equivalence.reference.params.OPTIONS
     # ("" none); ``mutation_options``: the set the mutation case uses (where the mutations of
     # option weights apply). An option outside every set is refused by name (check_params).
     options: tuple[str, ...] = ("",)
@@ -37,10 +37,10 @@ class TestPlan:
     # A converted system: what runs is a converter's output (TFLite's converter, tf2onnx, torch.onnx.export),
     # named here; "" for a framework's own run. A converter's result depends on the structure it converts,
     # not on the weights' values, so short of full depth such a system converts once per structure of its
-    # design and runs the first wrong mapping of each kind that needs a conversion (harness.depth,
-    # harness.cases); every case and every one at full depth.
+    # design and runs the first wrong mapping of each kind that needs a conversion (rnn_equivalence.harness.depth,
+    # rnn_equivalence.harness.cases); every case and every one at full depth.
     converter: str = ""
-    # Cases with an initial state given and omitted (harness.cases); (False,): a system that refuses one.
+    # Cases with an initial state given and omitted (rnn_equivalence.harness.cases); (False,): a system that refuses one.
     initial_states: tuple[bool, ...] = (True, False)
     # Padded batches: the configurations the system is compared on with mixed lengths (with the
     # system's own options, e.g. ("enforce_sorted", False)). A system with none refuses a padded batch.

@@ -33,11 +33,11 @@ import inspect
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled, swapped,
     swapped_gates, swapped_names, transposed,
 )
-from reference.params import CellParams
+from rnn_equivalence.reference.params import CellParams
 
 
 def load_parameters(torch, module, native: Native) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from frameworks.base import Native, import_framework
-from frameworks.numpy_formulas import LectureConcatenatedLayout
+from rnn_equivalence.frameworks.base import Native, import_framework
+from rnn_equivalence.frameworks.numpy_formulas import LectureConcatenatedLayout
 
 
 class TensorflowConcatenated(LectureConcatenatedLayout):

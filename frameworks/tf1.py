@@ -23,12 +23,12 @@ import warnings
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates,
     scaled, swapped, swapped_gates, transposed,
 )
-from reference.cells import state_keys
-from reference.params import GATED, GATES, CellParams
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import GATED, GATES, CellParams
 
 # Canonical activation names -> the name a TF1 cell's ``activation`` argument takes; the cell
 # resolves it itself (tf_keras.activations.get). Each cell has ONE free activation: BasicRNNCell's g,

@@ -1,10 +1,10 @@
 """``tf2onnx.convert.from_keras`` of Keras 2 (``tf_keras``) ``SimpleRNN``, ``LSTM`` and ``GRU`` layers,
 stacked and bidirectional, run in ONNX Runtime.
 
-The weights are Keras's: the mapping is ``frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
 named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that the converted model
 computes what the Keras layers and the reference compute. The model converted is the functional
-``tf_keras.Model`` a user writes around the layers (``frameworks.keras_model``), with any batch size.
+``tf_keras.Model`` a user writes around the layers (``rnn_equivalence.frameworks.keras_model``), with any batch size.
 
 tf2onnx turns a Keras recurrent layer into one ONNX ``RNN``, ``LSTM`` or ``GRU`` node where it
 recognises the layer's loop (its rewriters), else into a ``Loop``: ``recurrent_operators()`` lists the node types of
@@ -12,9 +12,9 @@ the last conversion, and tests/equivalence/test_converters.py records which. tf2
 a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too. ``from_function`` on the
 model wrapped in a ``tf.function`` (how some users call it) gives the same nodes and outputs: a test there.
 
-Padded batches: the Keras layers' ``Masking`` configuration (``frameworks.keras_model``); with the mask in
+Padded batches: the Keras layers' ``Masking`` configuration (``rnn_equivalence.frameworks.keras_model``); with the mask in
 the graph tf2onnx converts every layer into a ``Loop``, the LSTM too (measured, a test holds it).
-Chunked runs: the returned states fed back as the next call's initial states (``frameworks.keras_model``).
+Chunked runs: the returned states fed back as the next call's initial states (``rnn_equivalence.frameworks.keras_model``).
 float64 where the layer becomes a ``Loop`` (the SimpleRNN and the reset-before GRU: elementwise ops and
 matrix products, which ONNX Runtime runs in double); float32 only where it becomes a fused node, whose
 CPU kernels refuse double (a test). No gradients (an ONNX graph run in ONNX Runtime has no autodiff here).
@@ -22,11 +22,11 @@ CPU kernels refuse double (a test). No gradients (an ONNX graph run in ONNX Runt
 
 from __future__ import annotations
 
-from frameworks.base import LayerConfig, Native, import_framework
-from frameworks.converted import converted_once
-from frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
-from frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
-from reference.params import GATED
+from rnn_equivalence.frameworks.base import LayerConfig, Native, import_framework
+from rnn_equivalence.frameworks.converted import converted_once
+from rnn_equivalence.frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
+from rnn_equivalence.frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
+from rnn_equivalence.reference.params import GATED
 
 OPSET = 17  # tf2onnx 1.17's default opset is 15; 17 is within ONNX Runtime's and tf2onnx's ranges
 
@@ -68,7 +68,7 @@ class Tf2OnnxConverted(KerasModelExport):
 
     def convert(self, native: Native, xs, state, config: LayerConfig, g: str) -> bytes:
         """The serialized ONNX model tf2onnx converts of the functional model around the layers holding
-        ``native`` (any batch size), once per model (``frameworks.converted``)."""
+        ``native`` (any batch size), once per model (``rnn_equivalence.frameworks.converted``)."""
         def convert() -> bytes:
             model, specs, _ = self.functional_model(native, xs, state, config, g)
             proto, _ = self.tf2onnx.convert.from_keras(model, input_signature=specs, opset=OPSET)

@@ -1,7 +1,7 @@
 """``torch.onnx.export`` of ``torch.nn.RNN`` (a layer) and of a one-layer ``nn.LSTM`` / ``nn.GRU``,
 run in ONNX Runtime.
 
-The weights are PyTorch's: the mapping is ``frameworks.pytorch``'s layer mapping
+The weights are PyTorch's: the mapping is ``rnn_equivalence.frameworks.pytorch``'s layer mapping
 (``TorchLayer``), unchanged, so a one-layer LSTM or GRU names its weights with the ``_l0``
 suffix. What is checked is that the exported model computes what PyTorch and the reference
 compute. The dynamo exporter (needs ``onnxscript``) unrolls the recurrence into MatMul and
@@ -29,12 +29,12 @@ import warnings
 
 import numpy as np
 
-from frameworks.base import (
+from rnn_equivalence.frameworks.base import (
     CELL, LayerConfig, Native, import_framework, scaled, states_with_last_c, swapped_names,
     transposed,
 )
-from frameworks.converted import converted_once, weights_digests
-from frameworks.pytorch import TorchLayer, TorchRNN
+from rnn_equivalence.frameworks.converted import converted_once, weights_digests
+from rnn_equivalence.frameworks.pytorch import TorchLayer, TorchRNN
 
 MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
 
@@ -121,7 +121,7 @@ class Exported(TorchLayer):
         """The export, made once per model: an export takes seconds (dynamo unrolls all T steps).
 
         The model depends on the weights, the configuration, the activation and the inputs' shapes,
-        not on the inputs' values (``frameworks.converted``). A padded batch's model takes the lengths
+        not on the inputs' values (``rnn_equivalence.frameworks.converted``). A padded batch's model takes the lengths
         as an input (``names``): one model for any lengths.
         """
         # The versions (onnx's among them: ``converter_distributions``) are added by ``converted_once``.

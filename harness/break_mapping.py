@@ -1,6 +1,6 @@
 """A pytest plugin that breaks one adapter's mapping on purpose, to watch the suite go red.
 
-    RNN_EQ_BREAK="torch=weight_hh transposed" pytest -p harness.break_mapping --frameworks=torch
+    RNN_EQ_BREAK="torch=weight_hh transposed" pytest -p rnn_equivalence.harness.break_mapping --frameworks=torch
 
 The value names a system and one of its declared mutations
 (``Adapter.mutations``); that mutation is applied inside the adapter's
@@ -15,8 +15,8 @@ import os
 
 import pytest
 
-from frameworks import adapter_class
-from reference.config import CELL
+from rnn_equivalence.frameworks import adapter_class
+from rnn_equivalence.reference.config import CELL
 
 ENV_VAR = "RNN_EQ_BREAK"
 
@@ -24,7 +24,7 @@ ENV_VAR = "RNN_EQ_BREAK"
 def pytest_configure(config):
     value = os.environ.get(ENV_VAR)
     if not value:
-        raise pytest.UsageError(f"-p harness.break_mapping needs {ENV_VAR}='<framework>=<mutation>'")
+        raise pytest.UsageError(f"-p rnn_equivalence.harness.break_mapping needs {ENV_VAR}='<framework>=<mutation>'")
     name, _, mutation = value.partition("=")
     cls = adapter_class(name.strip())
     if mutation.strip() not in cls.mutations:

@@ -13,13 +13,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from reference.config import CELL, LayerConfig
-from harness.depth import design
-from harness.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
-from reference.cells import state_keys
-from reference.padding import HOLES, Mask, Padding
-from reference.params import projection_size, random_inputs, random_state
-from reference.stack import StackParams, run_stack
+from rnn_equivalence.reference.config import CELL, LayerConfig
+from rnn_equivalence.harness.depth import design
+from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.padding import HOLES, Mask, Padding
+from rnn_equivalence.reference.params import projection_size, random_inputs, random_state
+from rnn_equivalence.reference.stack import StackParams, run_stack
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,14 @@ class Case:
     steps: int
     seed: int = 0
     config: LayerConfig = CELL
-    activation: str = ""  # rnn: g; gated: "default" or "f,g,h" / "f,g" (reference.params)
+    activation: str = ""  # rnn: g; gated: "default" or "f,g,h" / "f,g" (rnn_equivalence.reference.params)
     variant: str = ""  # gru: "reset_after" or "reset_before"
-    options: str = ""  # the options set, "+"-joined names from reference.params.OPTIONS
+    options: str = ""  # the options set, "+"-joined names from rnn_equivalence.reference.params.OPTIONS
     zero_b_hn: bool = False  # for a GRU that cannot hold b_hn (Flax nnx GRUCell)
     reversed_inputs: bool = False  # the system reads x_T..x_1 and reports in that order (go_backwards)
     forget_bias: float = 0.0  # folded by the mapping (TF1 LSTM); enters the bound
     padding: Padding | None = None  # a padded batch: each element's real steps
-    padded_output: str = "zeros"  # what the system reports on a padded step (reference.padding)
+    padded_output: str = "zeros"  # what the system reports on a padded step (rnn_equivalence.reference.padding)
     chunks: tuple[int, ...] = ()  # a chunked run: the steps of each call
     # The dtypes the case runs in, where the design made dtype a factor (quick and default depth); ()
     # every dtype of the system (full depth). Not part of the case's data, reference or bound.
@@ -120,7 +120,7 @@ class Case:
         return Padding(self.padding.lengths, "pre" if self.padding.side == "post" else "post")
 
     def reference(self) -> dict:
-        """The float64 reference's canonical results (``reference.stack.drive``'s keys)."""
+        """The float64 reference's canonical results (``rnn_equivalence.reference.stack.drive``'s keys)."""
         return _reference(_data(self))
 
     def bound(self, dtype: str) -> dict:
@@ -147,7 +147,7 @@ class Case:
     def chunk_references(self, dtype: str) -> list[tuple[dict, dict]]:
         """Per chunk, the reference's results and the allowed |computed in dtype - reference|,
         each chunk from the state the one before ended in
-        (``harness.tolerance.chunked_reference_and_bound``)."""
+        (``rnn_equivalence.reference.tolerance.chunked_reference_and_bound``)."""
         return _chunk_references(_data(self), dtype)
 
 
@@ -177,7 +177,7 @@ MIN_CASES_PER_DTYPE = 3
 
 
 def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
-    """The cases a system is compared on at ``depth`` (``harness.depth``); ``seed`` offsets every
+    """The cases a system is compared on at ``depth`` (``rnn_equivalence.harness.depth``); ``seed`` offsets every
     case's seed, so another seed draws other weights and data for the same design. A converted
     system (``TestPlan.converter``), short of full depth: one case per structure of the design
     (``once_per_structure``), its weights seeded by its structure (``by_structure``)."""
@@ -200,7 +200,7 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     return by_structure(cases, adapter, depth, seed)
 
 
-# --- converted systems short of full depth (harness.depth) ----------------------------------------
+# --- converted systems short of full depth (rnn_equivalence.harness.depth) ----------------------------------------
 # A converter's result depends on the structure it converts, not on the sizes of the fixed dimensions
 # nor on the weights' values: these factors make a case's structure; the others (shape, batch, steps)
 # are sizes.
@@ -208,7 +208,7 @@ STRUCTURE_FACTORS = ("activation", "options", "config", "initial_state", "dtype"
 
 
 def converts_once_per_structure(adapter, depth: str) -> bool:
-    """A converted system short of full depth: one conversion per structure (harness.depth)."""
+    """A converted system short of full depth: one conversion per structure (rnn_equivalence.harness.depth)."""
     return bool(adapter.converter) and depth != "full"
 
 
@@ -353,7 +353,7 @@ def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
 def padded_right_in_float32(adapter) -> bool:
     """A system with padded runs that no known upstream bug breaks in float32, where the padded
     mutations and proved differences run."""
-    from harness.known_issues import rows_of
+    from rnn_equivalence.harness.known_issues import rows_of
 
     return bool(adapter.padded_configs) and all(row.dtype not in ("*", "float32")
                                                 for row in rows_of(adapter.name, ("reference", "padded")) if not row.option)

@@ -1,6 +1,6 @@
 """How deep a run goes: which combinations of the factors each system is compared on.
 
-Every system is checked over the same factors (``harness.cases.factors``): its activations
+Every system is checked over the same factors (``rnn_equivalence.harness.cases.factors``): its activations
 or GRU variant, its configurations (layers, directions, layouts, options), two non-square
 shapes, batch 1 and more, one step and a long sequence, an initial state given and
 omitted; each case then runs in every dtype the system supports.
@@ -18,8 +18,8 @@ free dimensions, masking), not on the weights' values. So, short of full depth, 
 
 - converts once per structure of its design: the design's first case of each structure (the factors
   other than shape, batch and steps), the sizes dealt out again so that every level of every factor is
-  still met (``harness.cases.once_per_structure``);
-- draws each case's weights from its structure (``harness.cases.structure_seed``), so that the cases
+  still met (``rnn_equivalence.harness.cases.once_per_structure``);
+- draws each case's weights from its structure (``rnn_equivalence.harness.cases.structure_seed``), so that the cases
   of one structure in every design (a padded batch on each side of padding, a model per chunk length)
   share one conversion;
 - runs, of the wrong mappings that each need a conversion of their own (a mutation of the weights, an
@@ -29,7 +29,7 @@ free dimensions, masking), not on the weights' values. So, short of full depth, 
   reuse a converted model (lengths one short, the mask ignored, the state not carried) all run.
 
 At full depth a converted system runs every case and every mutation, as every other system does.
-Converted models are kept across runs besides (``frameworks.converted``).
+Converted models are kept across runs besides (``rnn_equivalence.frameworks.converted``).
 
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """

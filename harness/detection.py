@@ -6,7 +6,7 @@ dropped, activations exchanged), where ``Adapter.mutations`` (rewrites of native
 
 from __future__ import annotations
 
-from harness.compare import compare_outputs
+from rnn_equivalence.reference.comparison import compare_outputs
 
 ORDERS_OF_MAGNITUDE = 100  # a wrong mapping is not a rounding effect: at least this many times the bound
 

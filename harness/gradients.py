@@ -2,11 +2,11 @@
 
 The loss is L = sum_k <output_k, C_k> over what a system returns (``Adapter.arrange``'s outputs), with
 fixed cotangents C_k: exact float32 values, so every framework differentiates the same L. A system
-returns some of the canonical results (``reference.stack.drive``'s output, h_n, c_n, c_output), each
+returns some of the canonical results (``rnn_equivalence.reference.stack.drive``'s output, h_n, c_n, c_output), each
 in its own shape (batch first, one direction's last step, ...): ``arrange`` only selects and reshapes,
 so its adjoint sends each C_k back to the canonical entries it selected (summed where it selects one
 twice: a unidirectional Keras layer's last output is its final state too). The reference's loss is
-then the same L, on the canonical results (``reference.backward``).
+then the same L, on the canonical results (``rnn_equivalence.reference.backward``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from harness.tolerance import Arithmetic, exact
-from reference.backward import stack_gradients
-from reference.stack import DIRECTIONS, StackParams
+from rnn_equivalence.reference.tolerance import Arithmetic, exact
+from rnn_equivalence.reference.backward import stack_gradients
+from rnn_equivalence.reference.stack import DIRECTIONS, StackParams
 
 PARAMETERS = ("W_x", "W_h", "b_x", "b_h")
 
@@ -84,7 +84,7 @@ def reference_gradients(adapter, case, dtype: str) -> tuple[dict, dict, dict]:
 
 @lru_cache(maxsize=None)
 def _gradients_and_bound(key, dtype: str) -> tuple[dict, dict]:
-    """``reference.backward`` on ``harness.tolerance.Arithmetic``: the exact gradients (the values,
+    """``rnn_equivalence.reference.backward`` on ``rnn_equivalence.reference.tolerance.Arithmetic``: the exact gradients (the values,
     from the exact data) and the running bound on a ``dtype`` computation's error."""
     case, canonical = key[0], {k: np.frombuffer(v) for k, v in key[1]}
     reference = case.reference()

@@ -2,7 +2,7 @@
 
 The parametrisation (conftest.py) reads this table and nothing else: a generated test that a row
 matches is a strict expected failure, which only the bug's own symptom satisfies, an exceeded bound
-(``harness.compare.BoundExceeded``) or, for a bug that shows as an error, that error and message
+(``rnn_equivalence.reference.comparison.BoundExceeded``) or, for a bug that shows as an error, that error and message
 (``shows_as``): never a shape, key or dtype assertion standing in for it. A fix upstream turns the
 test red here (strict), and a row that matches no generated test is an error
 (tests/harness/test_known_issues.py), so the table cannot go stale.
@@ -15,7 +15,7 @@ Scopes, the tests a row reaches:
 - "gradients": the gradient comparisons alone (the forward is right).
 
 ``activation``: "*" any; a spec ("default") that exact spec; a function ("tanh", "hard_sigmoid_relu6")
-every spec that applies it somewhere. ``option``: a bug in an option (reference.params.OPTIONS) shows
+every spec that applies it somewhere. ``option``: a bug in an option (rnn_equivalence.reference.params.OPTIONS) shows
 only on cases with the option where it changes the results (``Case.changed_by``): elsewhere, one step
 from a zero state or a threshold not reached, the buggy system computes the right thing.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from reference.params import activation_names
+from rnn_equivalence.reference.params import activation_names
 
 SCOPES = ("reference", "activation", "padded", "gradients")
 

@@ -3,18 +3,18 @@
 A plugin of every process (pytest-xdist workers run the tests): the ``record``
 fixture attaches one result per comparison to the test's report
 (``user_properties``, which xdist carries to the controller), and a failing
-test becomes a record too, so the summary (``harness.summary``) can never call a
+test becomes a record too, so the summary (``rnn_equivalence.harness.summary``) can never call a
 system equivalent when its tests failed. Each report also carries the converted models its phase
-read from the conversion cache or converted (``frameworks.converted``), for the summary's count.
+read from the conversion cache or converted (``rnn_equivalence.frameworks.converted``), for the summary's count.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from frameworks import adapter_class
-from frameworks.converted import take_counts
-from harness.summary import CONVERSIONS, COST, PROPERTY
+from rnn_equivalence.frameworks import adapter_class
+from rnn_equivalence.frameworks.converted import take_counts
+from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY
 
 
 def family_of(system: str) -> str:

@@ -14,10 +14,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from frameworks import adapter_class
-from frameworks.base import distribution_version
-from harness.selection import elsewhere
-from harness.summary import RUN_KINDS, conversions_text
+from rnn_equivalence.frameworks import adapter_class
+from rnn_equivalence.frameworks.base import distribution_version
+from rnn_equivalence.harness.selection import elsewhere
+from rnn_equivalence.harness.summary import RUN_KINDS, conversions_text
 
 
 def cost_text(cost: dict) -> str:
@@ -131,7 +131,7 @@ def markdown(report: dict) -> str:
           f"report: docs/environments/{session}/EQUIVALENCE.md." for session, names in report.get("elsewhere", {}).items()],
         *([""] if report.get("elsewhere") else []),
         "Each case compares hidden states with a float64 NumPy reference; `err/bound` is the largest "
-        "error as a fraction of the rounding-error bound of harness/tolerance.py (equivalent when <= 1).", "",
+        "error as a fraction of the rounding-error bound of reference/tolerance.py (equivalent when <= 1).", "",
         "Cases an upstream bug breaks are run and measured too (strict expected failures): their count is "
         "`known`, and their worst ratio is shown, marked `*`, where no other case of the row was measured.", "",
         "`padded` and `chunked`: the worst err/bound (and the number of cases) on padded batches of mixed "

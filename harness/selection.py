@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from frameworks import ADAPTERS, adapter_class
+from rnn_equivalence.frameworks import ADAPTERS, adapter_class
 
 ENV_VAR = "RNN_EQ_SYSTEMS"
 OLD_ENV_VAR = "RNN_EQ_FRAMEWORKS"  # the same, under its older name

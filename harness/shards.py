@@ -1,14 +1,14 @@
 """One run split into N parts that run on N machines, and the parts merged into one report.
 
     pytest -n auto --depth=full --shard=1/4 --equivalence-report=parts      (on machine 1; 2/4 on machine 2, ...)
-    python -m harness.shards merge parts/part-*.json --output docs
+    python -m rnn_equivalence.harness.shards merge parts/part-*.json --output docs
 
 A test belongs to part ``crc32(node id) mod N`` + 1: the same on every machine and in any collection
 order, so the N parts are disjoint and together are the whole run. Each part writes the records its
 tests made (``Summary.records``: the comparisons, mutations, known issues and failures) and its
 outcomes, with the run's depth, seed, selection and environment; the merge feeds every part's records
 to one ``Summary``, in the order of the parts, and writes the report an unsharded run writes
-(``harness.report.write``): tests/harness/test_shards.py checks that they are the same. A merge of
+(``rnn_equivalence.harness.report.write``): tests/harness/test_shards.py checks that they are the same. A merge of
 parts that disagree (another depth, seed, selection, N, or a part missing or given twice) is refused.
 """
 
@@ -40,7 +40,7 @@ def part_of(nodeid: str, n: int) -> int:
 
 
 def write_part(summary, directory) -> Path:
-    from harness.report import environment, run_command
+    from rnn_equivalence.harness.report import environment, run_command
 
     k, n = summary.shard
     directory = Path(directory)
@@ -57,8 +57,8 @@ def write_part(summary, directory) -> Path:
 
 def merge(paths, output) -> Path:
     """The report of the whole run from its parts (``write_part``), written to ``output``."""
-    from harness.report import write
-    from harness.summary import Summary
+    from rnn_equivalence.harness.report import write
+    from rnn_equivalence.harness.summary import Summary
 
     parts = [json.loads(Path(path).read_text()) for path in paths]
     if not parts:
@@ -99,7 +99,7 @@ def merge(paths, output) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.shards", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rnn_equivalence.harness.shards", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     merging = commands.add_parser("merge", help="merge the report parts of a sharded run into one report")
     merging.add_argument("parts", nargs="+", help="the part-K-of-N.json files, one per part")

@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 
 PROPERTY = "rnn_equivalence"
 # A report's count of converted models read from the conversion cache or converted in its phase
-# (frameworks.converted, attached by harness.records): {"from_cache": n, "converted": n, "rejected": n}.
+# (rnn_equivalence.frameworks.converted, attached by rnn_equivalence.harness.records): {"from_cache": n, "converted": n, "rejected": n}.
 CONVERSIONS = "rnn_equivalence_conversions"
-# What a test phase cost: {"system": name or the test module, "seconds": its duration} (harness.records).
+# What a test phase cost: {"system": name or the test module, "seconds": its duration} (rnn_equivalence.harness.records).
 COST = "rnn_equivalence_cost"
 
 # Record kinds:
 #   reference  a framework vs the float64 NumPy reference, within the error bound?
-#   padded     the same on a padded batch of mixed lengths (reference.padding)
+#   padded     the same on a padded batch of mixed lengths (rnn_equivalence.reference.padding)
 #   chunked    a sequence run in several calls, state carried, vs the whole run's reference
-#   gradients  the framework's autodiff vs the float64 backward pass (reference.backward)
-#   optimizer  one step of the framework's optimizer vs the reference step (reference.optimizers)
+#   gradients  the framework's autodiff vs the float64 backward pass (rnn_equivalence.reference.backward)
+#   optimizer  one step of the framework's optimizer vs the reference step (rnn_equivalence.reference.optimizers)
 #   pair       two frameworks vs each other, within the sum of their bounds?
 #   exact      small-integer case: bitwise equal to the reference?
 #   mutation   a deliberately wrong mapping: did the comparison catch it?
@@ -148,12 +148,12 @@ class Summary:
         self.non_equivalences: list[dict] = []
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
         self.records: list[dict] = []  # every record, as received: what a shard's report part holds
-        self.shard: tuple[int, int] | None = None  # (K, N): this run is part K of N (harness.shards)
+        self.shard: tuple[int, int] | None = None  # (K, N): this run is part K of N (rnn_equivalence.harness.shards)
         self.conversions = {"from_cache": 0, "converted": 0, "rejected": 0}  # summed over every process
         self.conversions_by_system: dict[str, int] = {}  # models each system needed: from the cache or converted
         self.conversion_cache: str | None = None  # its directory, "" where off (conftest sets it); None: unknown
         self.seconds: dict[str, float] = {}  # test seconds by system (or test module), every phase, every worker
-        self.peak_rss: dict[str, dict] = {}  # by process ("gw0", or "main" without xdist): GiB (harness.records)
+        self.peak_rss: dict[str, dict] = {}  # by process ("gw0", or "main" without xdist): GiB (rnn_equivalence.harness.records)
 
     def add(self, record: dict) -> None:
         self.records.append(record)
@@ -177,7 +177,7 @@ class Summary:
                 self.add(value)
 
     def add_conversions(self, counts: dict) -> None:
-        """Add one phase's conversion counts; those naming their system (harness.records) count for it too."""
+        """Add one phase's conversion counts; those naming their system (rnn_equivalence.harness.records) count for it too."""
         for key in self.conversions:
             self.conversions[key] += int(counts.get(key, 0))
         if counts.get("system"):
@@ -194,14 +194,14 @@ class Summary:
                 self.seconds[value["system"]] = self.seconds.get(value["system"], 0.0) + value["seconds"]
         self.outcomes[_outcome(report)] += _counts(report)
 
-    def pytest_testnodedown(self, node, error) -> None:  # xdist: a worker's peak memory (harness.records)
+    def pytest_testnodedown(self, node, error) -> None:  # xdist: a worker's peak memory (rnn_equivalence.harness.records)
         peak = getattr(node, "workeroutput", {}).get("rnn_equivalence_peak_rss")
         if peak:
             self.peak_rss[node.gateway.id] = peak
 
     def pytest_sessionfinish(self, session) -> None:
         if not self.peak_rss and not hasattr(session.config, "workerinput"):  # no workers: this process ran them
-            from harness.records import peak_rss_gib
+            from rnn_equivalence.harness.records import peak_rss_gib
 
             self.peak_rss["main"] = peak_rss_gib()
 
@@ -224,13 +224,13 @@ class Summary:
             terminalreporter.section("equivalence summary")
             (self.render if self.mode == "full" else self.render_compact)(terminalreporter.write_line)
         if self.report_dir and self.shard:
-            from harness.shards import write_part
+            from rnn_equivalence.harness.shards import write_part
 
             where = write_part(self, self.report_dir)
-            terminalreporter.write_line(f"equivalence report part: {where} (merge the parts: python -m harness.shards "
+            terminalreporter.write_line(f"equivalence report part: {where} (merge the parts: python -m rnn_equivalence.harness.shards "
                                         f"merge DIR/part-*.json --output DIR)")
         elif self.report_dir:
-            from harness.report import write
+            from rnn_equivalence.harness.report import write
 
             where = write(self, self.names, self.report_dir)
             terminalreporter.write_line(f"equivalence report: {where / 'EQUIVALENCE.md'}, {where / 'equivalence.json'}")
@@ -256,7 +256,7 @@ class Summary:
             _write(line)
 
         write_line(f"Depth {self.depth}, seed {self.seed}. Worst err/bound (error as a fraction of the bound of "
-                   "harness/tolerance.py,")
+                   "reference/tolerance.py,")
         write_line("<= 1 equivalent) over every case, capability (whole, padded, chunked, gradients, step) and "
                    "dtype; * known issues.")
         if self.conversions_text():
@@ -265,7 +265,7 @@ class Summary:
             _wrap(write_line, self.cost_text())
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
         _wrap(write_line, "Versions: " + ", ".join(versions))
-        from harness.selection import elsewhere
+        from rnn_equivalence.harness.selection import elsewhere
 
         for session, names in elsewhere(self.names).items():
             _wrap(write_line, f"Not in this run, in their own environment (nox -s {session}): {', '.join(names)}")
@@ -333,7 +333,7 @@ class Summary:
         self._complete_rows()
         _wrap(write_line, f"Depth {self.depth}, seed {self.seed}. Each case compares every output (h, and c for an "
                           "LSTM) with the float64 NumPy reference; 'err/bound' is the largest error as a fraction "
-                          "of the bound derived in harness/tolerance.py (equivalent when <= 1); 'padded' and "
+                          "of the bound derived in reference/tolerance.py (equivalent when <= 1); 'padded' and "
                           "'chunked' are the same on padded batches of mixed lengths and on sequences run in "
                           "several calls with the state carried, 'grads' the gradients of every weight, input and "
                           "initial state by the framework's autodiff, 'step' one optimizer step ('-': the system "

@@ -1,7 +1,7 @@
 """The activations g the suite compares, in NumPy, by name.
 
 Each activation also knows the largest slope it can have on an interval,
-which the error model in ``harness.tolerance`` needs to carry an error in the
+which the error model in ``rnn_equivalence.reference.tolerance`` needs to carry an error in the
 pre-activation through g.
 
 Two functions go by the name "hard_sigmoid", and the names here keep them apart:
@@ -80,7 +80,7 @@ def max_slope(name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
-# --- derivatives, for the backward pass (reference.backward) --------------------------------------
+# --- derivatives, for the backward pass (rnn_equivalence.reference.backward) --------------------------------------
 def _hard_sigmoid_slope(a: float, b: float):
     return lambda z: np.where((z > -b / a) & (z < (1 - b) / a), a, 0.0)
 
@@ -103,7 +103,7 @@ BREAKPOINTS = {"relu": ((0.0,), 1.0), "identity": ((), 0.0),
 
 def derivative(name: str):
     """g' by name. At a breakpoint of a piecewise-linear g, the one-sided slope autodiff systems use
-    differs between them (relu'(0) is 0 in PyTorch and JAX); the error model (harness.tolerance)
+    differs between them (relu'(0) is 0 in PyTorch and JAX); the error model (rnn_equivalence.reference.tolerance)
     allows the jump wherever a computed argument can reach a breakpoint."""
     activation(name)  # raises the error that lists the known names
     return DERIVATIVES[name]

@@ -4,12 +4,12 @@ bidirectional, over whole or padded batches.
 
 The loss, the one every framework differentiates (tests/equivalence/test_gradients.py):
 
-    L = sum over the results r of ``reference.stack.run_stack`` (output, h_n; c_n and c_output for an
+    L = sum over the results r of ``rnn_equivalence.reference.stack.run_stack`` (output, h_n; c_n and c_output for an
         LSTM) of <r, C_r>,  C_r a fixed cotangent of r's shape (a missing one is zero)
 
 so dL/dr = C_r and every result's path back is exercised.
 
-Per step, the adjoint of the cell's equations (``reference.equations``), on columns
+Per step, the adjoint of the cell's equations (``rnn_equivalence.reference.equations``), on columns
 like them; a = the pre-activations, "d" the gradient of L, * elementwise:
 
     vanilla  h' = g(a)                      da = dh' * g'(a)
@@ -33,12 +33,12 @@ like them; a = the pre-activations, "d" the gradient of L, * elementwise:
 Through a sequence the state's gradient runs backwards: step t receives what step t + 1 sent back
 plus the loss's own cotangent on its state. A stack runs its top layer back first: a layer's input
 gradient (summed over both directions) is the gradient of the outputs of the layer below. A
-backward direction and a padded batch read their steps as ``reference.stack.reading_plan`` says,
+backward direction and a padded batch read their steps as ``rnn_equivalence.reference.stack.reading_plan`` says,
 and a reported position's cotangent goes back to the step it reports (under "repeat", the last
 real step receives those of the padded positions that copy it; a padded step receives nothing).
 
-Written once over an arithmetic ``ar``: ``reference.equations.Exact`` (plain NumPy: the reference, in float64), and
-``harness.tolerance.Arithmetic``, whose values carry error bounds, so that the same code run on it
+Written once over an arithmetic ``ar``: ``rnn_equivalence.reference.equations.Exact`` (plain NumPy: the reference, in float64), and
+``rnn_equivalence.reference.tolerance.Arithmetic``, whose values carry error bounds, so that the same code run on it
 is the running error bound of the backward pass.
 """
 
@@ -46,15 +46,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.equations import Exact, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401 (Exact: reference.backward.Exact)
-from reference.cells import state_keys
-from reference.padding import Padding
-from reference.stack import StackParams, _concatenate, _stack, reading_plan
+from rnn_equivalence.reference.equations import Exact, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401 (Exact: rnn_equivalence.reference.backward.Exact)
+from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.stack import StackParams, _concatenate, _stack, reading_plan
 
 RESULTS = ("output", "h_n", "c_n", "c_output")
 
 
-# --- one step back of each cell (the step forward, with its tape, is reference.equations') -------------
+# --- one step back of each cell (the step forward, with its tape, is rnn_equivalence.reference.equations') -------------
 # backward(ar, p, x, state, tape, d_next) -> (d_state, da_x (G*H, B), [(first row, last row, da_h, v), ...])
 
 def rnn_backward(ar, p, x, state, tape, d):

@@ -1,18 +1,18 @@
 """One step and one sequence of any cell of the family, by the cell's own equations.
 
 The state is a small dict of column arrays: {"h": (H, batch)}, and "c" for an
-LSTM. The vanilla cell is the lecture's formula 2 (``reference.rnn.split_step``)
-with b = b_x + b_h; the gated cells are ``reference.gated``'s.
+LSTM. The vanilla cell is the lecture's formula 2 (``rnn_equivalence.reference.rnn.split_step``)
+with b = b_x + b_h; the gated cells are ``rnn_equivalence.reference.gated``'s.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from reference.activations import activation
-from reference.gated import clip, gru_step, lstm_step
-from reference.params import CellParams
-from reference.rnn import split_step
+from rnn_equivalence.reference.activations import activation
+from rnn_equivalence.reference.gated import clip, gru_step, lstm_step
+from rnn_equivalence.reference.params import CellParams
+from rnn_equivalence.reference.rnn import split_step
 
 
 def state_keys(family: str) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """The cell equations, written once, evaluated over an arithmetic.
 
-Canonical layout (``reference.params``):
+Canonical layout (``rnn_equivalence.reference.params``):
 
     LSTM: gates i, f, g, o stacked in that order; W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
     GRU:  gates r, z, n stacked in that order;    W_x (3H, I), W_h (3H, H), b_x, b_h (3H)
@@ -37,14 +37,14 @@ diagonal and b_hn is zero, so no weight mapping turns one into the other in
 general. The tests prove the difference on random weights.
 
 The vanilla cell is h' = g(W_x x + b_x + W_h h + b_h), clipped to +-gate_clip before g: the
-lecture's formula 2 (``reference.rnn.split_step``, which stays the reference's own statement of it).
+lecture's formula 2 (``rnn_equivalence.reference.rnn.split_step``, which stays the reference's own statement of it).
 
 An arithmetic ``ar`` evaluates the operations these equations are made of (``affine`` sums of
 products and biases, ``act``, ``clip``, ``mul``, ``add``, ``one_minus``; ``slack`` for another order
 of the same operations). ``Exact`` is plain NumPy: the reference (in float64, or a run in another
-dtype). ``harness.tolerance.Arithmetic`` carries a running error bound with every value: the same
-equations, run on it, are the rounding-error bound of every system (harness/tolerance.py), and
-``reference.backward`` runs its backward pass on either. Each step returns its next state and a
+dtype). ``rnn_equivalence.reference.tolerance.Arithmetic`` carries a running error bound with every value: the same
+equations, run on it, are the rounding-error bound of every system (reference/tolerance.py), and
+``rnn_equivalence.reference.backward`` runs its backward pass on either. Each step returns its next state and a
 tape of what the backward pass needs.
 
 TF1 adds a constant ``forget_bias`` to f in its forward pass, which its mapping folds out of the
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.activations import activation, derivative
+from rnn_equivalence.reference.activations import activation, derivative
 
 
 class Exact:
@@ -133,7 +133,7 @@ def lstm_step(ar, p, x, state, forget_bias=0.0):
     peep = [block(p.peepholes, k, H) for k in range(3)] if p.peepholes is not None else None
     # TF1's forget_bias, +fb and -fb in f's sum, for every arithmetic (one definition): on ``Arithmetic`` they
     # are the two roundings TF1's folded bias costs. Under ``Exact`` they would cancel only up to a float64
-    # rounding, but the reference never passes them: reference.gated and reference.backward.gradients run
+    # rounding, but the reference never passes them: rnn_equivalence.reference.gated and rnn_equivalence.reference.backward.gradients run
     # with forget_bias = 0, so no term is added and the reference's sum is unchanged, bit for bit.
     folded = [np.full(H, forget_bias), np.full(H, -forget_bias)] if forget_bias else []
 

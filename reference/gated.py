@@ -1,14 +1,14 @@
 """Gated cells in NumPy: LSTM, and GRU in both of its variants, with their options.
 
-The equations are written once, in ``reference.equations`` (where they are stated in full, with the
+The equations are written once, in ``rnn_equivalence.reference.equations`` (where they are stated in full, with the
 canonical layout); here they are evaluated in plain NumPy (``Exact``), in the parameters' dtype, on
 columns like the lecture's formulas: x (I, batch), h (H or P, batch), c (H, batch).
 """
 
 from __future__ import annotations
 
-from reference.equations import Exact, gru_step as _gru, lstm_step as _lstm
-from reference.params import CellParams
+from rnn_equivalence.reference.equations import Exact, gru_step as _gru, lstm_step as _lstm
+from rnn_equivalence.reference.params import CellParams
 
 
 def clip(value, threshold):

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.params import GATES
-from reference.stack import StackParams
+from rnn_equivalence.reference.params import GATES
+from rnn_equivalence.reference.stack import StackParams
 
 EPSILON_PLACEMENTS = ("after_correction", "before_correction")
 

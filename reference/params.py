@@ -17,7 +17,7 @@ For the vanilla RNN the lecture's names are aliases: W_hx = W_x, W_hh = W_h,
 and the lecture's single bias is b = b_x + b_h. ``b_x`` and ``b_h`` are both
 None for a cell without bias.
 
-Options (every one optional, validated here like the tensors; ``reference.gated``
+Options (every one optional, validated here like the tensors; ``rnn_equivalence.reference.gated``
 has the equations, ``OPTIONS`` the name of each):
 
     activation  rnn: g. Gated: "default" (sigmoid gates, tanh candidate and output), or

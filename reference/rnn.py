@@ -13,7 +13,7 @@ is (H, batch) and ``x`` is (I, batch), one column per batch element. The
 sequence function takes the batch-first arrays that frameworks use, (T, batch,
 I) and (batch, H), and transposes at the boundary.
 
-These are the one-gate case of the family in ``reference.cells``: the
+These are the one-gate case of the family in ``rnn_equivalence.reference.cells``: the
 reference runs formula 2 (``split_step``) for every vanilla cell.
 
 Arithmetic happens in the dtype of the arguments, so the same code serves as
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.activations import activation
-from reference.params import CellParams
+from rnn_equivalence.reference.activations import activation
+from rnn_equivalence.reference.params import CellParams
 
 FORMULAS = ("concatenated", "split")
 
@@ -57,7 +57,7 @@ def rnn_sequence(params: CellParams, xs, h0=None, formula="split") -> np.ndarray
 
     ``xs`` is (T, batch, I); ``formula`` is "concatenated" or "split"; g is the cell's activation.
     """
-    from reference.cells import check_sequence
+    from rnn_equivalence.reference.cells import check_sequence
 
     if formula not in FORMULAS:
         raise ValueError(f"unknown formula {formula!r}; expected one of {FORMULAS}")

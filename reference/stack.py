@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.cells import sequence, state_keys
-from reference.padding import PADDED_OUTPUTS, Padding
-from reference.params import CellParams, projection_size
+from rnn_equivalence.reference.cells import sequence, state_keys
+from rnn_equivalence.reference.padding import PADDED_OUTPUTS, Padding
+from rnn_equivalence.reference.params import CellParams, projection_size
 
 DIRECTIONS = ("forward", "backward")
 
@@ -135,7 +135,7 @@ def drive(stack: StackParams, xs, state, run_sequence, padding: Padding | None =
 
     ``state``: {"h": (L*D, batch, H), "c": ...} or None (zeros); ``run_sequence(params, xs, state)``
     runs one direction forward from a {"h": (batch, H), ...} state (or None) and returns
-    {"h": (T, batch, H), ...}. ``padding``: the real steps of each element (``reference.padding``),
+    {"h": (T, batch, H), ...}. ``padding``: the real steps of each element (``rnn_equivalence.reference.padding``),
     and ``padded_output`` what a padded step reports; None: every element runs all T steps. A pair
     (forward, backward) pads the directions apart (how the tests build a backward direction that
     wrongly starts at the padded end).
@@ -178,7 +178,7 @@ def _padded_direction(params, xs, initial, run_sequence, padding: Padding, backw
     their time positions. A padded position gets zeros, or under "repeat" the last real step's
     result in reading order (zeros before the first). The final state is the state after the
     element's last real step. A padded step computes nothing, so it adds no rounding: the same
-    code carries the error bounds (``harness.tolerance``)."""
+    code carries the error bounds (``rnn_equivalence.reference.tolerance``)."""
     traces, finals = {}, {}
     for b in range(xs.shape[1]):
         reading, row_in_time_order = reading_plan(padding, b, xs.shape[0], backward, padded_output)
@@ -197,7 +197,7 @@ def reading_plan(padding: Padding | None, b: int, steps: int, backward: bool, pa
     reading order, and for each time position the row of the table [zeros, step 1, step 2, ...] it
     reports: its own step where it is real; on a padded one, zeros, or under "repeat" the last step
     read so far (zeros before the first). Without padding every step is real (b is not used).
-    The backward pass (``reference.backward``) sends each position's cotangent back to that row."""
+    The backward pass (``rnn_equivalence.reference.backward``) sends each position's cotangent back to that row."""
     reading_order = np.arange(steps)[::-1] if backward else np.arange(steps)
     real = np.arange(steps) if padding is None else padding.real_steps(b, steps)
     is_real = np.isin(reading_order, real)
@@ -207,7 +207,7 @@ def reading_plan(padding: Padding | None, b: int, steps: int, backward: bool, pa
 
 
 def run_stack(stack, xs, state=None, padding: Padding | None = None, padded_output: str = "zeros") -> dict:
-    """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over ``reference.cells``."""
+    """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over ``rnn_equivalence.reference.cells``."""
     stack = StackParams.of(stack)
     xs = np.asarray(xs)
     if xs.ndim != 3 or xs.shape[2] != stack.input_size:

@@ -1,18 +1,18 @@
-"""``frameworks.build`` gives each framework's own object holding canonical parameters (it computes the
-reference's function: checked here on one case each); ``harness.converter_check.check_converter`` runs a
+"""``rnn_equivalence.frameworks.build`` gives each framework's own object holding canonical parameters (it computes the
+reference's function: checked here on one case each); ``rnn_equivalence.converter_check.check_converter`` runs a
 user's converter over the suite's design, passing a correct one and failing, by name, a converter that
 gets the gate order wrong and one that hides a broken input."""
 
 import numpy as np
 import pytest
 
-from frameworks.build import build
-from frameworks.convert import ConversionRefused, convert
-from harness.converter_check import check_converter
-from harness.tolerance import reference_and_bound
-from reference.config import LayerConfig
-from reference.params import random_inputs
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.build import build
+from rnn_equivalence.frameworks.convert import ConversionRefused, convert
+from rnn_equivalence.converter_check import check_converter
+from rnn_equivalence.reference.tolerance import reference_and_bound
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.params import random_inputs
+from rnn_equivalence.reference.stack import StackParams
 
 I, H = 5, 3
 
@@ -56,8 +56,8 @@ def test_a_converter_with_the_wrong_gate_order_fails_naming_the_case():
 def test_a_converter_that_hides_a_broken_input_fails_on_the_mutations():
     """A converter whose output for one shape is fixed (it loads a checkpoint of that shape instead of
     converting its input): right on the design, which has no 4 x 4 case, blind to the mutations."""
-    from frameworks.convert import mapping
-    from harness.cases import mutation_cases
+    from rnn_equivalence.frameworks.convert import mapping
+    from rnn_equivalence.harness.cases import mutation_cases
 
     adapter = mapping("torch-gru")
     case = mutation_cases(adapter, "quick")[0]  # I = H = 4

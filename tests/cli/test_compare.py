@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from harness.cli import main
-from harness.compare_systems import mapping_lines
+from rnn_equivalence.cli import main
+from rnn_equivalence.compare import mapping_lines
 
 
 def run(*args):

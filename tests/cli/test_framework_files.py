@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 
-from frameworks.convert import convert
-from reference.config import LayerConfig
+from rnn_equivalence.frameworks.convert import convert
+from rnn_equivalence.reference.config import LayerConfig
 from tests.cli.test_verify import run
 
 I, H = 5, 3

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from frameworks.convert import write
-from frameworks.files import FileRefused, find_recurrent, load_weights
-from harness.cli import WIDTH, main
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.convert import write
+from rnn_equivalence.frameworks.files import FileRefused, find_recurrent, load_weights
+from rnn_equivalence.cli import WIDTH, main
+from rnn_equivalence.reference.stack import StackParams
 
 # A model as users have one: an embedding, a 2-layer bidirectional LSTM with non-square sizes, a dense head.
 I, H = 5, 3

@@ -1,6 +1,6 @@
 """``rnn-equivalence verify A B``: two files' recurrent modules settled pair by pair (exit 0 equivalent,
 1 not, 2 bad input), across frameworks (``--b-as``), and a difference diagnosed: every porting mistake of
-harness/diagnose.py, made on purpose, is caught and named. The mapping and the reference only
+rnn_equivalence/diagnose.py, made on purpose, is caught and named. The mapping and the reference only
 (``--no-run``): no framework is imported here (tests/cli/test_framework_files.py runs them)."""
 
 import json
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from frameworks.convert import ConversionRefused, convert, write
-from frameworks.files import Module, read_as
-from harness.cli import main
-from harness.diagnose import mistakes
-from harness.verify import verify_modules
-from reference.config import LayerConfig
-from reference.stack import StackParams
+from rnn_equivalence.frameworks.convert import ConversionRefused, convert, write
+from rnn_equivalence.frameworks.files import Module, read_as
+from rnn_equivalence.cli import main
+from rnn_equivalence.diagnose import mistakes
+from rnn_equivalence.verify import verify_modules
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.stack import StackParams
 
 I, H = 5, 3  # non-square; random biases, distinct in every slot
 

@@ -6,19 +6,19 @@ from dataclasses import replace
 
 import pytest
 
-from frameworks.tf2onnx_export import OPSET
-from harness.cases import case_of, cases_for, padded_cases
-from harness.compare import assert_within_bound
+from rnn_equivalence.frameworks.tf2onnx_export import OPSET
+from rnn_equivalence.harness.cases import case_of, cases_for, padded_cases
+from rnn_equivalence.reference.comparison import assert_within_bound
 
 
 def is_tf2onnx(cls):
-    return cls.__module__ == "frameworks.tf2onnx_export"
+    return cls.__module__ == "rnn_equivalence.frameworks.tf2onnx_export"
 
 
 def design_case(adapter, depth, seed, config, g, fallback_seed):
     """The run's design case of ``config`` (its initial state given or not) and activation ``g``, a
     whole or a padded one, whose converted model the reference or padded test converts too (one
-    conversion per structure: harness.depth); a small case of its own where the design has none."""
+    conversion per structure: rnn_equivalence.harness.depth); a small case of its own where the design has none."""
     designed = cases_for(adapter, depth, seed) + (padded_cases(adapter, depth, seed) if adapter.padded_configs else [])
     same = [c for c in designed if replace(c.config, initial_state=config.initial_state) == config and c.activation == g]
     return same[0] if same else case_of(adapter, 5, 4, 2, 3, fallback_seed, config, activation=g)
@@ -58,7 +58,7 @@ def test_tf2onnx_refuses_a_keras_3_model(adapter):
 
 
 def is_tflite(cls):
-    return cls.__module__ == "frameworks.tflite_export"
+    return cls.__module__ == "rnn_equivalence.frameworks.tflite_export"
 
 
 @pytest.mark.applies_to(lambda cls: is_tflite(cls))
@@ -99,7 +99,7 @@ def test_tflite_keras2_conversion_is_from_keras_models(adapter):
     state: ``from_keras_model`` takes half a minute for the two-layer bidirectional stack here."""
     import numpy as np
 
-    from reference.config import LayerConfig
+    from rnn_equivalence.reference.config import LayerConfig
 
     config = LayerConfig(1, False, initial_state=False)
     case = case_of(adapter, 5, 4, 2, 3, 996, config, activation=adapter.activations[0])
@@ -124,7 +124,7 @@ def test_tflite_keras2_conversion_is_from_keras_models(adapter):
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls))
 def test_a_model_converted_again_holds_the_new_weights(adapter):
     """The Keras converters build one model per structure and assign each run's weights to its variables
-    before converting (``frameworks.keras_model``): two cases of one structure, run in turn (and the first
+    before converting (``rnn_equivalence.frameworks.keras_model``): two cases of one structure, run in turn (and the first
     again), each match their own reference, which the first's weights converted again would not. The
     comparison is the reference test's, its record left out of the report (not a design case)."""
     from tests.equivalence.test_reference import check_reference
@@ -174,12 +174,12 @@ def with_mask_zero(config):
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls))
 def test_an_embedding_with_mask_zero_masks_the_converted_model(adapter, depth, record):
     """The other way Keras users mask: an ``Embedding(mask_zero=True)`` in front, token 0 the padding. Its table
-    holds the case's inputs (``frameworks.keras_model``: an exact lookup), so the converted model of a padded
+    holds the case's inputs (``rnn_equivalence.frameworks.keras_model``: an exact lookup), so the converted model of a padded
     batch of tokens is held to the float64 reference of the padded batch, on every side of padding the system
     takes at full depth (post-padding otherwise: the design cases' Masking layer covers every side), in the
     system's own padded configuration; and its recurrent op is a loop, as with a Masking layer. A converter
     that dropped the mask would run the padded steps: far outside the bound."""
-    from harness.cases import LENGTHS, PADDED_STEPS, padding_of
+    from rnn_equivalence.harness.cases import LENGTHS, PADDED_STEPS, padding_of
     from tests.equivalence.test_padded import against_reference
 
     config = with_mask_zero(adapter.padded_configs[0])

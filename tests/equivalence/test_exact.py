@@ -10,9 +10,9 @@ same bits; a tolerance here would hide a real difference.
 import numpy as np
 import pytest
 
-from harness.compare import assert_bitwise_equal
-from reference.params import CellParams
-from reference.rnn import rnn_sequence
+from rnn_equivalence.reference.comparison import assert_bitwise_equal
+from rnn_equivalence.reference.params import CellParams
+from rnn_equivalence.reference.rnn import rnn_sequence
 
 FLOAT32_EXACT_INTEGERS = 2**24
 

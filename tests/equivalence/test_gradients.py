@@ -1,7 +1,7 @@
 """Training equivalence: the gradients each framework's own autodiff computes, mapped back to the
 canonical layout by the adapter's way back (``Adapter.gradients_from_native``), against the float64
 backward pass through time (reference/backward.py), within the running error bound of that pass
-(harness/tolerance.py, ``Arithmetic.slope`` and ``outer_sum``).
+(reference/tolerance.py, ``Arithmetic.slope`` and ``outer_sum``).
 
 The loss weights every output a system returns by a fixed cotangent (harness/gradients.py), so every
 path back is exercised: the gradients of every weight, of the inputs and of the initial state are
@@ -14,11 +14,11 @@ import re
 import numpy as np
 import pytest
 
-from frameworks.base import GATES
-from harness.cases import gradient_cases, mutation_cases
-from harness.compare import assert_dtype, assert_within_bound, compare_outputs
-from harness.detection import ORDERS_OF_MAGNITUDE
-from harness.gradients import flatten, reference_gradients
+from rnn_equivalence.frameworks.base import GATES
+from rnn_equivalence.harness.cases import gradient_cases, mutation_cases
+from rnn_equivalence.reference.comparison import assert_dtype, assert_within_bound, compare_outputs
+from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE
+from rnn_equivalence.harness.gradients import flatten, reference_gradients
 
 
 def run_gradients(adapter, case, dtype):

@@ -6,9 +6,9 @@ lifts it, the test fails and the adapter's configurations should grow.
 
 import pytest
 
-from reference.config import LayerConfig
-from harness.cases import Case
-from reference.padding import Padding
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.harness.cases import Case
+from rnn_equivalence.reference.padding import Padding
 
 
 def rnn_case(config):

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from frameworks.base import Adapter
-from harness.cases import Case, case_of
+from rnn_equivalence.frameworks.base import Adapter
+from rnn_equivalence.harness.cases import Case, case_of
 
 
 def case_in(adapter, config) -> Case:

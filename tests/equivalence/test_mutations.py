@@ -15,10 +15,10 @@ import os
 
 import pytest
 
-from frameworks.base import Adapter
-from harness.cases import converted_once_each, mutation_cases
-from harness.compare import compare_outputs
-from harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
+from rnn_equivalence.frameworks.base import Adapter
+from rnn_equivalence.harness.cases import converted_once_each, mutation_cases
+from rnn_equivalence.reference.comparison import compare_outputs
+from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
 
 
 def test_wrong_mapping_is_detected(adapter, mutation, mutation_case, record):
@@ -40,7 +40,7 @@ def test_wrong_mapping_is_detected(adapter, mutation, mutation_case, record):
     assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"mutation went undetected: {comparison.message()}"
 
 
-# The hard sigmoid of the other Keras version (reference.activations): the name both go by.
+# The hard sigmoid of the other Keras version (rnn_equivalence.reference.activations): the name both go by.
 CONFUSED_ACTIVATIONS = {"hard_sigmoid_0.2": "hard_sigmoid_relu6", "hard_sigmoid_relu6": "hard_sigmoid_0.2"}
 
 
@@ -83,7 +83,7 @@ def builds_from_activation_arguments_here(cls):
 def test_activation_arguments_exchanged_are_detected(adapter, monkeypatch, depth, record):
     """The gates' and the candidate's activation given the wrong way round (Keras's
     recurrent_activation and activation, Flax's gate_fn and activation_fn), on every spec the system
-    declares (a converted system short of full depth: the first, harness.cases.converted_once_each):
+    declares (a converted system short of full depth: the first, rnn_equivalence.harness.cases.converted_once_each):
     far from the reference, on the square mutation case."""
     built = adapter.activation_arguments
 

@@ -14,17 +14,17 @@ frameworks/nobuco_export.py. Measured here:
 import numpy as np
 import pytest
 
-from harness.cases import case_of
-from harness.compare import assert_within_bound, compare_outputs
-from harness.tolerance import pair_bound
-from reference.config import LayerConfig
-from reference.padding import Padding
+from rnn_equivalence.harness.cases import case_of
+from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
+from rnn_equivalence.reference.tolerance import pair_bound
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.padding import Padding
 
 ORDERS_OF_MAGNITUDE = 100  # as in test_mutations: a wrong run is not a rounding effect
 
 
 def is_nobuco(cls):
-    return cls.__module__ == "frameworks.nobuco_export"
+    return cls.__module__ == "rnn_equivalence.frameworks.nobuco_export"
 
 
 def first_case(adapter, seed, dtype="float32", initial_state=True):
@@ -39,7 +39,7 @@ def first_case(adapter, seed, dtype="float32", initial_state=True):
 def test_the_keras_model_agrees_with_the_pytorch_module(adapter, record):
     """The converted model against the module nobuco converted (PyTorch's own run of the same weights), in
     float32: within the sum of both bounds."""
-    from frameworks.pytorch import TorchLayer
+    from rnn_equivalence.frameworks.pytorch import TorchLayer
 
     case, native = first_case(adapter, 970)
     args = (native, case.inputs("float32"), case.state("float32"), case.config, case.activation)

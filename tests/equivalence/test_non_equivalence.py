@@ -9,12 +9,12 @@ the summary's "proved non-equivalences" table.
 import pytest
 from packaging.version import Version
 
-from frameworks.base import distribution_version
-from harness.cases import Case, cases_for, padded_cases, padded_right_in_float32
-from harness.compare import compare, compare_outputs
-from harness.tolerance import pair_bound, reference_and_bound
-from reference.padding import Padding
-from reference.stack import run_stack
+from rnn_equivalence.frameworks.base import distribution_version
+from rnn_equivalence.harness.cases import Case, cases_for, padded_cases, padded_right_in_float32
+from rnn_equivalence.reference.comparison import compare, compare_outputs
+from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.stack import run_stack
 
 ORDERS_OF_MAGNITUDE = 100  # "not equivalent": the difference exceeds the bound at least this many times
 

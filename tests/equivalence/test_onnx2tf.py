@@ -19,15 +19,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from frameworks.onnx2tf_export import OPERATORS
-from harness.cases import case_of
-from reference.config import LayerConfig
-from reference.padding import Padding
+from rnn_equivalence.frameworks.onnx2tf_export import OPERATORS
+from rnn_equivalence.harness.cases import case_of
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.padding import Padding
 from tests.equivalence.test_options_onnx import ORDERS_OF_MAGNITUDE, against, run
 
 
 def is_onnx2tf(cls):
-    return cls.__module__ == "frameworks.onnx2tf_export"
+    return cls.__module__ == "rnn_equivalence.frameworks.onnx2tf_export"
 
 
 def first_config(adapter):

@@ -17,10 +17,10 @@ The equivalence itself is the reference tests' (every design case, float32 force
 import numpy as np
 import pytest
 
-from frameworks.onnx_rnn import OPENVINO_LSTM_DROPS
-from harness.cases import case_of, cases_for
-from harness.compare import assert_within_bound
-from reference.config import LayerConfig
+from rnn_equivalence.frameworks.onnx_rnn import OPENVINO_LSTM_DROPS
+from rnn_equivalence.harness.cases import case_of, cases_for
+from rnn_equivalence.reference.comparison import assert_within_bound
+from rnn_equivalence.reference.config import LayerConfig
 from tests.equivalence.test_options_onnx import (
     ORDERS_OF_MAGNITUDE, STEPS, against, is_onnx_operator, ort_clip_case, run, without_clip_before_h,
 )
@@ -90,7 +90,7 @@ def test_openvino_reads_layout_1_as_layout_0(adapter, record):
                            case.state("float32"), with_state, case.activation)
 
 
-# The activation specs (reference.params) OpenVINO's cells lack: HardSigmoid, both alphas, and Affine (identity).
+# The activation specs (rnn_equivalence.reference.params) OpenVINO's cells lack: HardSigmoid, both alphas, and Affine (identity).
 LACKED = {"rnn": ("hard_sigmoid_0.2", "hard_sigmoid_relu6", "identity"),
           "lstm": ("hard_sigmoid_0.2,tanh,tanh", "hard_sigmoid_relu6,tanh,tanh"),
           "gru": ("hard_sigmoid_0.2,tanh", "hard_sigmoid_relu6,tanh")}

@@ -1,6 +1,6 @@
 """One training step: the framework's own optimizer (SGD, Adam) from the same weights and data, on the
 loss of test_gradients.py, against the reference step (reference/optimizers.py) from the float64
-gradients, within ``harness.tolerance.optimizer_step_bound``.
+gradients, within ``rnn_equivalence.reference.tolerance.optimizer_step_bound``.
 
 The hyperparameters are the suite's, mapped to each framework: Adam's epsilon is given as PyTorch's
 (added after the bias correction) and turned into Keras's "epsilon hat" where the system adds it
@@ -11,13 +11,13 @@ steps on a stored sum b_x + b_h and on two stored biases: both proved below.
 import numpy as np
 import pytest
 
-from harness.cases import gradient_cases
-from harness.compare import assert_within_bound, compare, compare_outputs
-from harness.detection import ORDERS_OF_MAGNITUDE
-from harness.gradients import flatten, names, reference_gradients
-from harness.tolerance import optimizer_step_bound
-from reference.optimizers import effective_epsilon, epsilon_for, step, stored
-from reference.stack import StackParams
+from rnn_equivalence.harness.cases import gradient_cases
+from rnn_equivalence.reference.comparison import assert_within_bound, compare, compare_outputs
+from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE
+from rnn_equivalence.harness.gradients import flatten, names, reference_gradients
+from rnn_equivalence.reference.tolerance import optimizer_step_bound
+from rnn_equivalence.reference.optimizers import effective_epsilon, epsilon_for, step, stored
+from rnn_equivalence.reference.stack import StackParams
 
 # Adam's epsilon as PyTorch and optax take it (after the bias correction); lr large enough that the
 # step is far above rounding.

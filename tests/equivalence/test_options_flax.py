@@ -9,15 +9,15 @@
 
 import pytest
 
-from harness.cases import mutation_cases
-from harness.compare import compare
-from harness.detection import ORDERS_OF_MAGNITUDE
+from rnn_equivalence.harness.cases import mutation_cases
+from rnn_equivalence.reference.comparison import compare
+from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE
 
 DTYPE = "float32"
 
 
 def is_flax(cls):
-    return cls.__module__ == "frameworks.flax_cells"
+    return cls.__module__ == "rnn_equivalence.frameworks.flax_cells"
 
 
 @pytest.mark.applies_to(lambda cls: is_flax(cls) and cls.family == "rnn" and not cls.layer)

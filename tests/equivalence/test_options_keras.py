@@ -8,7 +8,7 @@ test_reference.py cannot show.
 
 Keras 3's "hard_sigmoid" being relu6(x + 3) / 6 on each backend, and Keras 2's clip(0.2 x + 0.5,
 0, 1), is test_reference.py's activation accuracy test on the SimpleRNN cells (the table:
-``frameworks.keras3.KERAS_ACTIVATIONS``); the two under one name, test_non_equivalence.py.
+``rnn_equivalence.frameworks.keras3.KERAS_ACTIVATIONS``); the two under one name, test_non_equivalence.py.
 
 ``recurrent_activation`` and ``activation`` given the wrong way round is caught by
 test_mutations.py (``test_activation_arguments_exchanged_are_detected``). The first test runs where
@@ -20,13 +20,13 @@ import os
 
 import pytest
 
-from harness.cases import mutation_cases
+from rnn_equivalence.harness.cases import mutation_cases
 
 DTYPE = "float32"
 
 
 def is_keras(cls):
-    return cls.__module__ == "frameworks.keras3"
+    return cls.__module__ == "rnn_equivalence.frameworks.keras3"
 
 
 def in_this_process(cls):

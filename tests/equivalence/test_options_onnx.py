@@ -1,5 +1,5 @@
 """The options of the ONNX RNN, LSTM and GRU operators, measured where the designs do not reach: what
-each runtime computes where it departs from the spec (reference.gated, the canonical cell, reads the
+each runtime computes where it departs from the spec (rnn_equivalence.reference.gated, the canonical cell, reads the
 spec), and the mapping of the options both ways.
 
 - ``clip`` in ONNX Runtime's LSTM: the spec says clip "is applied to the input of activations", which
@@ -23,20 +23,20 @@ spec), and the mapping of the options both ways.
 import numpy as np
 import pytest
 
-import harness.tolerance as tolerance
-from frameworks.onnx_rnn import GATED_ACTIVATIONS
-from harness.cases import case_of
-from harness.compare import BoundExceeded, assert_within_bound, compare_outputs
-from harness.known_issues import option_rows
-from harness.tolerance import pair_bound, reference_and_bound
-from reference.params import GATE_CLIP, GATED
+import rnn_equivalence.reference.tolerance as tolerance
+from rnn_equivalence.frameworks.onnx_rnn import GATED_ACTIVATIONS
+from rnn_equivalence.harness.cases import case_of
+from rnn_equivalence.reference.comparison import BoundExceeded, assert_within_bound, compare_outputs
+from rnn_equivalence.harness.known_issues import option_rows
+from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
+from rnn_equivalence.reference.params import GATE_CLIP, GATED
 
 ORDERS_OF_MAGNITUDE = 100  # as in test_mutations: a different function is not a rounding effect
 STEPS = 10  # every threshold binds (onnx.reference's cases)
 
 
 def is_onnx_operator(cls, runtime):
-    return cls.__module__ == "frameworks.onnx_rnn" and getattr(cls, "runtime", None) == runtime
+    return cls.__module__ == "rnn_equivalence.frameworks.onnx_rnn" and getattr(cls, "runtime", None) == runtime
 
 
 def against(adapter, case, dtype, actual, expected, bounds, what):
@@ -55,7 +55,7 @@ def run(adapter, case, dtype, monkeypatch):
 
 # --- ONNX Runtime's LSTM clip: c' unclipped into h ---------------------------------------------
 def lstm_step_without_clip_before_h(ar, p, x, state, forget_bias):
-    """reference.equations.lstm_step (run on harness.tolerance.Arithmetic: the exact value and its
+    """rnn_equivalence.reference.equations.lstm_step (run on rnn_equivalence.reference.tolerance.Arithmetic: the exact value and its
     bound) with h(c') read unclipped: the arguments of f and g clipped to +-gate_clip, c' neither clipped nor clipped on its way into h.
     What ONNX Runtime computes (uni_directional_lstm.cc)."""
     h, c = state["h"], state["c"]
@@ -191,7 +191,7 @@ def test_onnx_reference_rnn_refuses_hard_sigmoid(adapter, missing, monkeypatch):
 
 
 # --- the mapping ----------------------------------------------------------------------------
-@pytest.mark.applies_to(lambda cls: cls.__module__ == "frameworks.onnx_rnn")
+@pytest.mark.applies_to(lambda cls: cls.__module__ == "rnn_equivalence.frameworks.onnx_rnn")
 def test_options_round_trip(adapter, dtype):
     """P, clip and input_forget both ways: P holds the peepholes in ONNX's order i, o, f (bitwise
     back), clip the threshold in the weights' dtype, input_forget 1; every option set the system has."""

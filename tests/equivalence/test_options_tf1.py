@@ -9,19 +9,19 @@ installed tf_keras legacy cells, beyond what test_reference.py compares.
   clip binds. The cell clips at the threshold in the weights' dtype (clip_by_value converts the
   Python float): in float32 a clipped element sits on fl32(cell_clip), |fl32(t) - t| from the
   reference's, the worst error of the clipped cases (within the bound).
-- The output gate's peephole reads the clipped c (reference.gated), not the unclipped sum.
+- The output gate's peephole reads the clipped c (rnn_equivalence.reference.gated), not the unclipped sum.
 - dynamic_rnn carries the tuple (c, m) with m of num_proj units, padded batches included.
 """
 
 import numpy as np
 import pytest
 
-from harness.cases import LENGTHS, PADDED_STEPS, case_of
-from harness.compare import assert_within_bound, compare_outputs
-from reference.activations import activation
-from reference.gated import lstm_step
-from reference.padding import Padding
-from reference.params import CELL_CLIP
+from rnn_equivalence.harness.cases import LENGTHS, PADDED_STEPS, case_of
+from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
+from rnn_equivalence.reference.activations import activation
+from rnn_equivalence.reference.gated import lstm_step
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.params import CELL_CLIP
 
 ORDERS_OF_MAGNITUDE = 100  # as in test_mutations: a wrong function is not a rounding effect
 DTYPE = "float32"
@@ -38,7 +38,7 @@ def run_case(adapter, case, dtype=DTYPE):
 
 
 def compared(adapter, case, actual, expected, what):
-    """The system's outputs against ``expected`` (reference.stack.drive's keys) under the case's bound."""
+    """The system's outputs against ``expected`` (rnn_equivalence.reference.stack.drive's keys) under the case's bound."""
     return compare_outputs(actual, adapter.arrange(expected, case.config),
                            adapter.arrange(case.bound_vs_reference(DTYPE), case.config),
                            f"{adapter.describe()} vs {what}, {case.describe(DTYPE)}")
@@ -46,7 +46,7 @@ def compared(adapter, case, actual, expected, what):
 
 def run_variant(params, xs, state, step):
     """A cell (float64, canonical parameters) stepped with another rule ``step(params, x, h, c) ->
-    (h', c' kept)``: the results under reference.stack.drive's keys for one cell."""
+    (h', c' kept)``: the results under rnn_equivalence.reference.stack.drive's keys for one cell."""
     h, c = (state[key][0].T for key in ("h", "c"))
     hs, cs = [], []
     for x in xs:
@@ -131,13 +131,13 @@ def test_tf1_cell_clip_clips_the_stored_state(adapter, record):
 @pytest.mark.applies_to(lambda cls: is_tf1_lstm_cell(cls))
 def test_tf1_output_peephole_reads_the_clipped_c(adapter, record):
     """With peepholes and cell_clip, o = sigmoid(o + w_o_diag * c) reads the c after clipping, as
-    the reference does (reference.gated); reading the unclipped sum is far outside the bound."""
+    the reference does (rnn_equivalence.reference.gated); reading the unclipped sum is far outside the bound."""
     case = clip_case(adapter, "peepholes+cell_clip")
     actual = run_case(adapter, case)
     assert_within_bound(compared(adapter, case, actual, case.reference(), "the float64 reference"))
 
     def peephole_before_the_clip(p, x, h, c):
-        """reference.gated.lstm_step (default activations) with o's peephole on the unclipped c."""
+        """rnn_equivalence.reference.gated.lstm_step (default activations) with o's peephole on the unclipped c."""
         a_i, a_f, a_g, a_o = np.split(p.W_x @ x + p.b_x[:, None] + p.W_h @ h + p.b_h[:, None], 4)
         p_i, p_f, p_o = np.split(p.peepholes[:, None], 3)
         c_raw = sigmoid(a_f + p_f * c) * c + sigmoid(a_i + p_i * c) * np.tanh(a_g)

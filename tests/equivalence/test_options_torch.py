@@ -17,15 +17,15 @@ import re
 import numpy as np
 import pytest
 
-from harness.cases import case_of, chunked_cases, padded_cases
-from harness.compare import assert_within_bound, compare_outputs
-from reference.params import projection_size
+from rnn_equivalence.harness.cases import case_of, chunked_cases, padded_cases
+from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
+from rnn_equivalence.reference.params import projection_size
 
 PROJECTION = "projection"
 
 
 def is_exported_lstm(cls):
-    return cls.__module__ == "frameworks.torch_export" and cls.family == "lstm"
+    return cls.__module__ == "rnn_equivalence.frameworks.torch_export" and cls.family == "lstm"
 
 
 def against_reference(adapter, case, dtype, actual, expected=None, bounds=None):
@@ -107,7 +107,7 @@ def projected_module(adapter, case, dtype="float32"):
     """``nn.LSTM(proj_size=P)`` with the case's weights (PyTorch's mapping), and its arguments."""
     import torch
 
-    from frameworks.pytorch import load_parameters
+    from rnn_equivalence.frameworks.pytorch import load_parameters
 
     P = projection_size(case.hidden_size)
     module = torch.nn.LSTM(case.input_size, case.hidden_size, proj_size=P)

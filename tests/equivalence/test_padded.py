@@ -1,7 +1,7 @@
 """Sequences as users feed them: padded batches of mixed lengths, and one sequence run in chunks
 with the state carried from call to call, for every layer system that takes them.
 
-The reference (``reference.stack.drive`` with a ``reference.padding.Padding``) runs each element
+The reference (``rnn_equivalence.reference.stack.drive`` with a ``rnn_equivalence.reference.padding.Padding``) runs each element
 over its own real steps; what a system reports on a padded step ("zeros" or "repeat") is its
 declared convention (``Adapter.padded_output``), and the tests hold it to it. A chunked run is
 compared chunk by chunk with the whole run's reference over those steps.
@@ -10,10 +10,10 @@ compared chunk by chunk with the whole run's reference over those steps.
 import numpy as np
 import pytest
 
-from harness.cases import chunked_cases, padded_cases, padded_right_in_float32
-from harness.compare import assert_dtype, assert_within_bound, compare_outputs
-from reference.padding import Padding
-from reference.stack import run_stack
+from rnn_equivalence.harness.cases import chunked_cases, padded_cases, padded_right_in_float32
+from rnn_equivalence.reference.comparison import assert_dtype, assert_within_bound, compare_outputs
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.stack import run_stack
 
 ORDERS_OF_MAGNITUDE = 100  # as in test_mutations: a wrong run is not a rounding effect
 

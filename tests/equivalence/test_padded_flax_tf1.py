@@ -10,11 +10,11 @@ test_refusals.py), and TF1's state tuple fed back as dynamic_rnn returned it.
 import numpy as np
 import pytest
 
-from harness.cases import chunked_cases, padded_cases
-from harness.compare import compare
-from harness.tolerance import pair_bound, reference_and_bound
-from reference.padding import Padding
-from reference.stack import StackParams, run_stack
+from rnn_equivalence.harness.cases import chunked_cases, padded_cases
+from rnn_equivalence.reference.comparison import compare
+from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.stack import StackParams, run_stack
 
 DTYPE = "float32"
 

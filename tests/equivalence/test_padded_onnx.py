@@ -3,7 +3,7 @@ PyTorch exporters make of a packed sequence.
 
 - ONNX Runtime runs each element over its first ``sequence_lens[b]`` steps (test_padded.py holds
   it to the reference, forward and bidirectional; the reverse direction is checked here).
-- ``onnx.reference`` ignores ``sequence_lens`` (its "padded" row in ``harness.known_issues``): here its results are
+- ``onnx.reference`` ignores ``sequence_lens`` (its "padded" row in ``rnn_equivalence.harness.known_issues``): here its results are
   shown to be the unpadded run's, within the bound, and far from the padded one.
 - Lengths the suite refuses (``Padding.check``), run past the adapter's check: ONNX Runtime answers
   a zero length with zeros, final state included (not the initial state), and refuses lengths above
@@ -15,12 +15,12 @@ PyTorch exporters make of a packed sequence.
 import numpy as np
 import pytest
 
-from reference.config import LayerConfig
-from harness.cases import LENGTHS, PADDED_STEPS, case_of, padded_cases
-from harness.compare import assert_within_bound, compare_outputs
-from harness.known_issues import rows_of
-from harness.tolerance import pair_bound, reference_and_bound
-from reference.padding import Padding
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.harness.cases import LENGTHS, PADDED_STEPS, case_of, padded_cases
+from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
+from rnn_equivalence.harness.known_issues import rows_of
+from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
+from rnn_equivalence.reference.padding import Padding
 
 ORDERS_OF_MAGNITUDE = 100  # as in test_mutations: a wrong run is not a rounding effect
 # ONNX Runtime 1.32's wording; 1.24 says "> 0 and < seq_length" for the same refusal (the version matrix)
@@ -28,7 +28,7 @@ ORT_INVALID_LENGTHS = r"Invalid value/s in sequence_lens\. All values must be >=
 
 
 def is_onnx_operator(cls, runtime):
-    return cls.__module__ == "frameworks.onnx_rnn" and getattr(cls, "runtime", None) == runtime
+    return cls.__module__ == "rnn_equivalence.frameworks.onnx_rnn" and getattr(cls, "runtime", None) == runtime
 
 
 def compared(adapter, case, dtype, actual, expected, bound, what):
@@ -48,7 +48,7 @@ def test_onnx_reference_ignores_sequence_lens(adapter, record):
     """Every element runs all T steps: the results are the unpadded run's (within its bound), Y is
     not zero on padded steps and Y_h is the state after step T, far outside the padded run's bound.
     The reason the padded tests of these systems are strict expected failures."""
-    assert rows_of(adapter.name, ("padded",)), f"{adapter.name}: no padded row in harness.known_issues"
+    assert rows_of(adapter.name, ("padded",)), f"{adapter.name}: no padded row in rnn_equivalence.harness.known_issues"
     differences = []
     for case in padded_cases(adapter):
         for dtype in adapter.dtypes:
@@ -126,7 +126,7 @@ def test_onnx_runtime_refuses_lengths_outside_0_to_T(adapter, lengths):
 
 
 # --- the PyTorch exporters on a packed sequence ---------------------------------------------------
-@pytest.mark.applies_to(lambda cls: cls.__module__ == "frameworks.torch_export" and cls.dynamo)
+@pytest.mark.applies_to(lambda cls: cls.__module__ == "rnn_equivalence.frameworks.torch_export" and cls.dynamo)
 def test_dynamo_exporter_refuses_a_packed_sequence(adapter):
     """A module that packs its input with lengths it is given (pack_padded_sequence, the layer,
     pad_packed_sequence) does not export: torch.export cannot guard on the packed batch_sizes, which

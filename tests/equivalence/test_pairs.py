@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.compare import assert_within_bound, compare_outputs
-from harness.tolerance import pair_bound
+from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
+from rnn_equivalence.reference.tolerance import pair_bound
 
 
 def test_systems_agree_with_each_other(adapters, pair_case, record):

@@ -1,13 +1,13 @@
 """Every system, cell or layer, of every family: the framework's own code on mapped weights
-against the float64 reference, within the derived bound (harness/tolerance.py)."""
+against the float64 reference, within the derived bound (reference/tolerance.py)."""
 
 import numpy as np
 import pytest
 
-from harness.compare import BoundExceeded, assert_dtype, assert_within_bound, compare_outputs
-from harness.tolerance import UNIT_ROUNDOFF, activation_error
-from reference.activations import activation
-from reference.params import CellParams
+from rnn_equivalence.reference.comparison import BoundExceeded, assert_dtype, assert_within_bound, compare_outputs
+from rnn_equivalence.reference.tolerance import UNIT_ROUNDOFF, activation_error
+from rnn_equivalence.reference.activations import activation
+from rnn_equivalence.reference.params import CellParams
 
 
 @pytest.mark.known_issues
@@ -62,4 +62,4 @@ def test_activation_accuracy_assumed_by_the_error_model(adapter, activation_spec
     if error > allowed[worst]:
         raise BoundExceeded(
             f"{adapter.describe()} {g} in {dtype}: error {error:.3g} = {error / eps(dtype):.2f} ulps of 1.0 at "
-            f"x = {x[worst]}, the error model allows {allowed[worst]:.3g} (harness/tolerance.py: activation_error)")
+            f"x = {x[worst]}, the error model allows {allowed[worst]:.3g} (reference/tolerance.py: activation_error)")

@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from harness.cases import HOLED_MASK, Case, case_of, padded_cases
-from reference.padding import HOLES, Mask, Padding
-from reference.params import LSTM_ONLY_OPTIONS, OPTIONS
+from rnn_equivalence.harness.cases import HOLED_MASK, Case, case_of, padded_cases
+from rnn_equivalence.reference.padding import HOLES, Mask, Padding
+from rnn_equivalence.reference.params import LSTM_ONLY_OPTIONS, OPTIONS
 
 
 def case_with_state(adapter) -> Case:
@@ -166,7 +166,7 @@ def test_a_system_without_lengths_refuses_a_padded_batch(adapter):
 
 
 def lacking_options(cls) -> list[str]:
-    """Every option of the system's family (reference.params.OPTIONS) it does not hold, as options sets
+    """Every option of the system's family (rnn_equivalence.reference.params.OPTIONS) it does not hold, as options sets
     to run: proj_clip comes with a projection (refused with it, or with the projection before it)."""
     lacking = [name for name in OPTIONS if name not in cls.supported_options
                and (cls.family == "lstm" or name not in LSTM_ONLY_OPTIONS)]
@@ -179,7 +179,7 @@ def lacking_options(cls) -> list[str]:
 @pytest.mark.applies_to(lambda cls: bool(lacking_options(cls)))
 def test_an_option_the_system_lacks_is_refused_by_name(adapter):
     """A converter that meets an option the target lacks must not drop it silently: every option of
-    the family (reference.params.OPTIONS) outside the system's ``options`` is refused, naming the
+    the family (rnn_equivalence.reference.params.OPTIONS) outside the system's ``options`` is refused, naming the
     option and the framework's class (and why, where the framework has something of that name that
     computes another function: ``Adapter.refused_options``)."""
     lacking = lacking_options(adapter)

@@ -4,21 +4,21 @@ Keras layers are built once per structure of the stack (``KerasLayer._layers_key
 the initial state and the mask are arguments of a call, not of the layers), each run's weights assigned
 to their variables; the JAX systems (``TestPlan.compiles``) compile once per structure, the weights the
 compiled function's arguments (``Adapter.compile_key``), and persist what XLA compiled across runs
-(``frameworks.jax_cache``). So a case runs in layers, or a compiled function, that another case made.
+(``rnn_equivalence.frameworks.jax_cache``). So a case runs in layers, or a compiled function, that another case made.
 Had a run kept the weights of the case before (an assignment dropped, a weight captured as a constant of a
 trace), the cases after the first here would match the first's reference, not their own.
 """
 
 import pytest
 
-from harness.cases import case_of
-from harness.compare import assert_within_bound, compare_outputs
+from rnn_equivalence.harness.cases import case_of
+from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
 
 DTYPE = "float32"
 
 
 def reuses(cls) -> bool:
-    return cls.compiles or (cls.layer and cls.__module__ == "frameworks.keras3")
+    return cls.compiles or (cls.layer and cls.__module__ == "rnn_equivalence.frameworks.keras3")
 
 
 @pytest.mark.applies_to(lambda cls: reuses(cls))  # a lambda: pytest takes a lone named function as the decorated test

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from frameworks import adapter_class
+from rnn_equivalence.frameworks import adapter_class
 
 ENV_VAR = "RNN_EQ_PERTURB"
 

@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from harness.answers import PAGE
-from harness.questions import QUESTIONS
-from harness.selection import is_ci
+from docgen.answers import PAGE
+from docgen.questions import QUESTIONS
+from rnn_equivalence.harness.selection import is_ci
 
 SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split"}
 WITH_SNIPPETS = [q for q in QUESTIONS if q.snippet]
@@ -59,15 +59,15 @@ def test_the_convert_one_liner_maps_real_weights(pair):
     mapping keeps the function, biases included, is tests/mapping/test_convert.py's, for every pair.)"""
     import numpy as np
 
-    from frameworks.convert import mapping
-    from harness.cases import case_of
-    from reference.config import LayerConfig
+    from rnn_equivalence.frameworks.convert import mapping
+    from rnn_equivalence.harness.cases import case_of
+    from rnn_equivalence.reference.config import LayerConfig
 
     a, b = pair
     config = LayerConfig(1, False)
     stack = case_of(mapping(a), 3, 5, 1, 1, 0, config).stack()
     namespace = {"a_weights": mapping(a).to_native(stack, config)}
-    exec("from frameworks import convert\nfrom reference.config import LayerConfig\n"
+    exec("from rnn_equivalence.frameworks import convert\nfrom rnn_equivalence.reference.config import LayerConfig\n"
          f"b_weights = convert(a_weights, {a!r}, {b!r}, config=LayerConfig(1, False))", namespace)
     b_weights = namespace["b_weights"]
     spec = mapping(b).native_spec(config, 3, 5)

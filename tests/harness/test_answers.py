@@ -5,9 +5,9 @@ built by the rule ``compare`` uses, which these tests hold to its cases (Yes, No
 import json
 from pathlib import Path
 
-from frameworks import ADAPTERS
-from harness.answers import PAGE, QUESTIONS, REPORT, anchored, page, with_environments
-from harness.compare_systems import decide
+from rnn_equivalence.frameworks import ADAPTERS
+from docgen.answers import PAGE, QUESTIONS, REPORT, anchored, page, with_environments
+from rnn_equivalence.compare import decide
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_committed_answers_are_the_committed_reports():
     report = json.loads(REPORT.read_text())
     assert PAGE.read_text() == page(report), (
-        "docs/ANSWERS.md differs from what the committed report gives; regenerate with: python -m harness.answers")
+        "docs/ANSWERS.md differs from what the committed report gives; regenerate with: python -m docgen.answers")
 
 
 def test_every_question_is_about_systems_the_report_has():
@@ -62,9 +62,9 @@ import re
 
 import pytest
 
-from harness.answers import (AnswerContradicted, CELL_CHARACTERS, LEAD_WORDS, check_claim, has_known_issue, lead,
+from docgen.answers import (AnswerContradicted, CELL_CHARACTERS, LEAD_WORDS, check_claim, has_known_issue, lead,
                              lead_for, plain, question_section, short_reason, words)
-from harness.questions import Claim, Question, subject
+from docgen.questions import Claim, Question, subject
 
 COMMITTED = with_environments(json.loads(REPORT.read_text()))
 
@@ -243,7 +243,7 @@ def test_a_long_reason_is_cut_to_its_first_clause():
 
 
 def test_compare_prints_the_pages_lead_for_its_pair():
-    from harness.compare_systems import answer_from_report, text
+    from rnn_equivalence.compare import answer_from_report, text
 
     question, words_ = lead_for("torch-gru", "keras-tf-gru")
     assert question.anchor == "gru-variants" and words_ == PAGE_SECTIONS["gru-variants"][2]

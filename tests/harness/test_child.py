@@ -2,7 +2,7 @@
 
 import pytest
 
-from frameworks.child import ChildProcess
+from rnn_equivalence.frameworks.child import ChildProcess
 
 
 def test_a_dead_child_is_reported_with_its_exit_code():

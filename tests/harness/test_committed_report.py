@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from frameworks import ADAPTERS, adapter_class
+from rnn_equivalence.frameworks import ADAPTERS, adapter_class
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "equivalence.json"

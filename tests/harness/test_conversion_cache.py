@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pytest
 
-from frameworks import converted
-from frameworks.converted import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once, read_entry,
+from rnn_equivalence.frameworks import converted
+from rnn_equivalence.frameworks.converted import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once, read_entry,
                                   weights_digests, write_entry)
-from harness.summary import Summary, conversions_text
+from rnn_equivalence.harness.summary import Summary, conversions_text
 from tests.harness.test_pytest_run import run_pytest
 
 
@@ -107,7 +107,7 @@ def test_a_changed_version_misses_the_cache(cache, monkeypatch):
 def test_an_edit_of_the_adapters_code_changes_the_key(tmp_path):
     """The key holds a digest of the source files that build and convert the model (a TFLite system's:
     its module, the functional model's, the Keras mapping's): one byte edited there changes it."""
-    from frameworks import ADAPTERS
+    from rnn_equivalence.frameworks import ADAPTERS
 
     names = {path.name for path in converted.source_files(ADAPTERS["tflite-keras2-lstm-rnn"])}
     assert {"tflite_export.py", "keras_model.py", "keras3.py", "base.py"} <= names

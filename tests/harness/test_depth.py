@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from frameworks import ADAPTERS
-from harness.cases import (STRUCTURE_FACTORS, cases_for, chunked_cases, factors, mutations_for, option_cases,
+from rnn_equivalence.frameworks import ADAPTERS
+from rnn_equivalence.harness.cases import (STRUCTURE_FACTORS, cases_for, chunked_cases, factors, mutations_for, option_cases,
                            padded_cases, structure_seed)
-from harness.depth import design, uncovered_pairs
+from rnn_equivalence.harness.depth import design, uncovered_pairs
 from tests.harness.test_pytest_run import run_pytest
 
 SYSTEMS = sorted(ADAPTERS)
@@ -80,7 +80,7 @@ CONVERTED = sorted(name for name, cls in ADAPTERS.items() if cls.converter)
 
 
 def structure(case):
-    """A case's structure, as the design's factors name it (harness.cases.STRUCTURE_FACTORS)."""
+    """A case's structure, as the design's factors name it (rnn_equivalence.harness.cases.STRUCTURE_FACTORS)."""
     return (case.activation, case.options, replace(case.config, initial_state=True), case.config.initial_state,
             case.dtypes)
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from frameworks import jax_cache
-from frameworks.converted import OFF_VAR
+from rnn_equivalence.frameworks import jax_cache
+from rnn_equivalence.frameworks.converted import OFF_VAR
 
 ROOT = Path(__file__).resolve().parents[2]
 # A process as an adapter starts one (FlaxBase.start: x64, then the cache), then one compile of a new program.
 # It prints the directory used, the result, and how many executables JAX read from the cache (its own count).
 PROGRAM = """
 import jax
-from frameworks.jax_cache import use_persistent_cache
+from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
 hits = []
 jax.monitoring.register_event_listener(lambda event, **_: hits.append(event == "/jax/compilation_cache/cache_hits"))
 jax.config.update("jax_enable_x64", True)

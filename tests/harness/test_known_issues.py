@@ -1,4 +1,4 @@
-"""The table of known upstream bugs (harness.known_issues) and the tests that cannot pass on nothing.
+"""The table of known upstream bugs (rnn_equivalence.harness.known_issues) and the tests that cannot pass on nothing.
 
 - every row of the table meets at least one generated test (a stale row is an error, as
   array-api-tests does for its xfail file);
@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from frameworks import ADAPTERS
-from harness.compare import BoundExceeded, KnownIssueObserved
-from harness.known_issues import KNOWN_ISSUES, SCOPES, KnownIssue, shows_as
+from rnn_equivalence.frameworks import ADAPTERS
+from rnn_equivalence.reference.comparison import BoundExceeded, KnownIssueObserved
+from rnn_equivalence.harness.known_issues import KNOWN_ISSUES, SCOPES, KnownIssue, shows_as
 from tests.harness.test_pytest_run import run_pytest
 
 
@@ -34,7 +34,7 @@ def test_every_row_meets_a_generated_test(tmp_path):
     assert code == 0, out[-3000:]
     used = set(json.loads(met.read_text()))
     stale = [KNOWN_ISSUES[i] for i in range(len(KNOWN_ISSUES)) if i not in used]
-    assert not stale, f"rows of harness.known_issues that match no generated test: {stale}"
+    assert not stale, f"rows of rnn_equivalence.harness.known_issues that match no generated test: {stale}"
 
 
 def test_a_known_issue_is_satisfied_only_by_its_symptom():

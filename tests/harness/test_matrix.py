@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from frameworks import ADAPTERS
-from harness import matrix
+from rnn_equivalence.frameworks import ADAPTERS
+from docgen import matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -79,7 +79,7 @@ def _table(text: str, heading: str) -> list[list[str]]:
 
 def test_the_committed_matrix_ran_every_system_its_entries_select():
     """docs/MATRIX.md is as current as this commit's systems: for every kind of entry, some entry of that
-    kind ran, and every system of the main environment it selects (harness.matrix.SELECTIONS) has a
+    kind ran, and every system of the main environment it selects (docgen.matrix.SELECTIONS) has a
     verdict in one of that kind's columns; the README cites it without a caveat."""
     text = (ROOT / "docs" / "MATRIX.md").read_text()
     entries = [row[0] for row in _table(text, "Entries")[1:]]
@@ -103,7 +103,7 @@ def test_merge_of_nothing_is_an_error_that_says_what_to_run(tmp_path):
 
 
 def test_record_command_writes_what_merge_reads(tmp_path):
-    subprocess.run([sys.executable, "-m", "harness.matrix", "record", str(tmp_path / "e"), "--session", "e",
+    subprocess.run([sys.executable, "-m", "docgen.matrix", "record", str(tmp_path / "e"), "--session", "e",
                     "--requested", '{"jax": "0.9.2"}', "--status", "import failed", "--message", "no jaxlib",
                     "--installed", "numpy,no-such-distribution"], cwd=ROOT, check=True)
     (entry,) = matrix.load_entries(tmp_path)
@@ -138,8 +138,8 @@ def test_equivalence_workflow_is_callable_and_merges_its_reports():
     assert all("name" in p and set(p) <= {"name", "torch", "tensorflow", "tf_keras", "keras", "jax"} for p in pins)
     assert any(p.get("torch") not in (None, "2.13.0") for p in pins), "torch versions are part of the CI matrix"
     steps = " ".join(str(s.get("run", "")) for job in workflow["jobs"].values() for s in job.get("steps", []))
-    assert "--equivalence-report=" in steps and "harness.matrix merge" in steps and "harness.matrix record" in steps
+    assert "--equivalence-report=" in steps and "docgen.matrix merge" in steps and "docgen.matrix record" in steps
     assert workflow["jobs"]["merge"]["if"] == "always()"
     # Each entry's run in parts, one job each, merged per entry before the table.
     assert "shard" in workflow["jobs"]["suite"]["strategy"]["matrix"] and '--shard="$SHARD"' in steps
-    assert "harness.shards merge" in steps
+    assert "rnn_equivalence.harness.shards merge" in steps

@@ -4,7 +4,7 @@ exceeded; both plots are written from the committed report (matplotlib: the extr
 
 import json
 
-from harness.plots import CAPABILITIES, REPORT, main, matrix
+from docgen.plots import CAPABILITIES, REPORT, main, matrix
 
 
 def test_the_matrix_is_the_reports():
@@ -33,11 +33,11 @@ def test_the_plots_are_written(tmp_path):
 
 
 def test_the_error_stays_under_the_bound_at_every_step_and_a_wrong_mapping_leaves_it():
-    """The error-vs-step plot's figures (``harness.trace_plot``, nn.LSTM in float32): under the bound at
+    """The error-vs-step plot's figures (``docgen.trace_plot``, nn.LSTM in float32): under the bound at
     every step of a 60-step sequence; with the input bias doubled (a wrong mapping), above it."""
     import numpy as np
 
-    from harness.trace_plot import error_and_bound_by_step
+    from docgen.trace_plot import error_and_bound_by_step
 
     error, bound = error_and_bound_by_step(steps=60)
     assert error.shape == bound.shape == (60,) and (bound > 0).all()

@@ -1,6 +1,6 @@
-"""The run's order (harness.schedule): the costliest systems first, each system's tests together."""
+"""The run's order (rnn_equivalence.harness.schedule): the costliest systems first, each system's tests together."""
 
-from harness.schedule import by_cost, committed_seconds
+from rnn_equivalence.harness.schedule import by_cost, committed_seconds
 
 
 def test_costliest_first_each_system_together_harness_tests_last():

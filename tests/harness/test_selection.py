@@ -2,8 +2,8 @@
 
 import pytest
 
-from frameworks import ADAPTERS, adapter_class
-from harness import selection
+from rnn_equivalence.frameworks import ADAPTERS, adapter_class
+from rnn_equivalence.harness import selection
 
 
 def test_default_is_every_framework_and_not_explicit():
@@ -57,7 +57,7 @@ def test_uninstalled_module_is_found_without_importing(monkeypatch):
 
 def test_every_registered_name_loads_the_class_of_that_name():
     """The classes are the registry: each name leads to the class that declares it, in an adapter module."""
-    from frameworks import MODULES, adapter_class
+    from rnn_equivalence.frameworks import MODULES, adapter_class
 
     for name in ADAPTERS:
         cls = adapter_class(name)
@@ -66,7 +66,7 @@ def test_every_registered_name_loads_the_class_of_that_name():
 
 
 def test_a_second_class_with_a_taken_name_is_refused():
-    from frameworks.base import Adapter
+    from rnn_equivalence.frameworks.base import Adapter
 
     with pytest.raises(TypeError, match=r"adapter name 'torch' is taken by TorchRNNCell"):
         type("Again", (Adapter,), {"name": "torch", "family": "rnn"})

@@ -1,4 +1,4 @@
-"""A run split into parts (``--shard=K/N``) and merged (``python -m harness.shards merge``) reports what the
+"""A run split into parts (``--shard=K/N``) and merged (``python -m rnn_equivalence.harness.shards merge``) reports what the
 unsharded run reports: the same systems, pairs, findings, outcomes and command; the parts are disjoint and
 together the whole run; a merge of parts that do not make one run is refused."""
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness import shards
+from rnn_equivalence.harness import shards
 from tests.harness.test_pytest_run import ROOT, run_pytest
 
 SELECTION = ("--systems=numpy-split,numpy-concat", "--depth=quick", "tests/equivalence/test_reference.py",
@@ -24,7 +24,7 @@ def comparable(report: dict) -> dict:
 
 
 def merge(paths, output):
-    return subprocess.run([sys.executable, "-m", "harness.shards", "merge", *map(str, paths), "--output", str(output)],
+    return subprocess.run([sys.executable, "-m", "rnn_equivalence.harness.shards", "merge", *map(str, paths), "--output", str(output)],
                           cwd=ROOT, capture_output=True, text=True)
 
 

@@ -3,10 +3,10 @@ and known issue once; and it still says NOT equivalent where a system is not."""
 
 import numpy as np
 
-from frameworks import ADAPTERS
-from harness.known_issues import KNOWN_ISSUES
-from harness.records import family_of
-from harness.summary import SCREEN_LINES, WIDTH, Summary, framework_of
+from rnn_equivalence.frameworks import ADAPTERS
+from rnn_equivalence.harness.known_issues import KNOWN_ISSUES
+from rnn_equivalence.harness.records import family_of
+from rnn_equivalence.harness.summary import SCREEN_LINES, WIDTH, Summary, framework_of
 
 
 
@@ -81,11 +81,11 @@ def test_a_system_that_is_not_equivalent_shows_in_its_frameworks_line():
 
 
 def test_each_frameworks_test_seconds_are_a_column_costliest_first():
-    """The cost of a run, made visible: each framework's test seconds (every phase, every worker; harness.records
+    """The cost of a run, made visible: each framework's test seconds (every phase, every worker; rnn_equivalence.harness.records
     attaches them to each report), the costliest framework's line first, and the total with the peak memory."""
     from types import SimpleNamespace
 
-    from harness.summary import COST
+    from rnn_equivalence.harness.summary import COST
 
     summary = Summary(names=tuple(ADAPTERS))
     for record in records_of_a_run():

@@ -1,4 +1,4 @@
-"""``frameworks.convert``: every pair of systems of a family member, NumPy only.
+"""``rnn_equivalence.frameworks.convert``: every pair of systems of a family member, NumPy only.
 
 A conversion is read with the source's mapping and written with the target's; each system's mapping
 is proved against the reference by the equivalence tests (and its breakage by the mutations), so what
@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frameworks import ADAPTERS, ConversionRefused, convert, mapping
-from reference.config import CELL, LayerConfig
-from reference.params import GATES, CellParams
-from reference.stack import StackParams
+from rnn_equivalence.frameworks import ADAPTERS, ConversionRefused, convert, mapping
+from rnn_equivalence.reference.config import CELL, LayerConfig
+from rnn_equivalence.reference.params import GATES, CellParams
+from rnn_equivalence.reference.stack import StackParams
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORK_MODULES = ("torch", "tensorflow", "keras", "tf_keras", "jax", "flax", "onnx", "onnxruntime", "optax",
@@ -201,9 +201,9 @@ def test_unknown_system_names_the_known_ones():
 CHILD = """
 import json, sys
 import numpy as np
-from frameworks import ADAPTERS, convert, mapping
-from reference.config import LayerConfig
-from reference.params import CellParams
+from rnn_equivalence.frameworks import ADAPTERS, convert, mapping
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.params import CellParams
 done = 0
 for a in ADAPTERS.values():
     for b in ADAPTERS.values():

@@ -1,21 +1,21 @@
 """The reference's own backward pass (reference/backward.py) and its error bound.
 
-- Against float64 central finite differences of the forward reference (``reference.stack.run_stack``),
+- Against float64 central finite differences of the forward reference (``rnn_equivalence.reference.stack.run_stack``),
   for every family, activation and GRU variant, stacked and bidirectional, whole and padded: every
   parameter's, input's and initial state's gradient, entry by entry.
-- The running bound (harness/tolerance.py on the same code) holds for the same backward pass run in
+- The running bound (reference/tolerance.py on the same code) holds for the same backward pass run in
   float32 NumPy, with no false alarm, and is within 1000 times of the measured error somewhere.
 """
 
 import numpy as np
 import pytest
 
-from harness.gradients import PARAMETERS
-from harness.tolerance import Arithmetic, exact
-from reference.backward import gradients, stack_gradients
-from reference.padding import Padding
-from reference.params import random_inputs, random_state
-from reference.stack import StackParams, run_stack
+from rnn_equivalence.harness.gradients import PARAMETERS
+from rnn_equivalence.reference.tolerance import Arithmetic, exact
+from rnn_equivalence.reference.backward import gradients, stack_gradients
+from rnn_equivalence.reference.padding import Padding
+from rnn_equivalence.reference.params import random_inputs, random_state
+from rnn_equivalence.reference.stack import StackParams, run_stack
 
 FAMILIES = [("rnn", g, "") for g in ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")] + [
     ("lstm", "default", ""), ("lstm", "sigmoid,relu,relu", ""), ("lstm", "hard_sigmoid_0.2,tanh,tanh", ""),

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness.cases import Case, LayerConfig
-from harness.compare import assert_bitwise_equal, assert_within_bound, compare
-from harness.tolerance import ACTIVATION_ULPS, UNIT_ROUNDOFF, gamma, pair_bound
-from harness.selection import is_ci
-from reference import ACTIVATIONS, concatenate_kernels, concatenated_step, rnn_sequence, split_step
+from rnn_equivalence.harness.cases import Case, LayerConfig
+from rnn_equivalence.reference.comparison import assert_bitwise_equal, assert_within_bound, compare
+from rnn_equivalence.reference.tolerance import ACTIVATION_ULPS, UNIT_ROUNDOFF, gamma, pair_bound
+from rnn_equivalence.harness.selection import is_ci
+from rnn_equivalence.reference import ACTIVATIONS, concatenate_kernels, concatenated_step, rnn_sequence, split_step
 
 
 def vanilla(I, H, batch, steps, seed=0, g="tanh"):
@@ -72,7 +72,7 @@ def test_sigmoid_with_random_bias_agrees_under_both_formulas():
     assert np.all((one > 0) & (one < 1))
     # The same 6 terms (5 products and b) summed in two orders in float64: each side is within
     # gamma_6 * sum|terms| of the exact pre-activation, scaled by sigmoid's slope (<= 1/4),
-    # plus sigmoid's own rounding (harness/tolerance.py).
+    # plus sigmoid's own rounding (reference/tolerance.py).
     terms = np.abs(concatenate_kernels(W_hh, W_hx)) @ np.abs(np.vstack([h, x])) + np.abs(b)[:, None]
     eps = 2 * UNIT_ROUNDOFF["float64"]
     one_side = gamma(6, UNIT_ROUNDOFF["float64"]) * terms * 0.25 + ACTIVATION_ULPS["sigmoid"] * eps
@@ -124,7 +124,7 @@ def test_a_stacked_bidirectional_bound_holds_for_float32_numpy():
     """The one driver carries values and bounds through layers and directions alike."""
     for family, variant in (("rnn", ""), ("lstm", ""), ("gru", "reset_after"), ("gru", "reset_before")):
         case = Case(family, 5, 4, 3, 30, seed=2, config=LayerConfig(3, True), variant=variant)
-        from reference.stack import run_stack
+        from rnn_equivalence.reference.stack import run_stack
 
         actual = run_stack(case.stack("float32"), case.inputs("float32"), case.state("float32"))
         expected, bounds = case.reference(), case.bound_vs_reference("float32")

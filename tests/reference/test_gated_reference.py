@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from harness.cases import Case
-from harness.compare import assert_bitwise_equal, assert_within_bound, compare
-from reference.cells import sequence
-from reference.gated import gru_step, lstm_step
-from reference.params import GRU_VARIANTS, CellParams
+from rnn_equivalence.harness.cases import Case
+from rnn_equivalence.reference.comparison import assert_bitwise_equal, assert_within_bound, compare
+from rnn_equivalence.reference.cells import sequence
+from rnn_equivalence.reference.gated import gru_step, lstm_step
+from rnn_equivalence.reference.params import GRU_VARIANTS, CellParams
 
 
 def gated_params(family, W_x, W_h, b_x, b_h, variant=""):

@@ -1,9 +1,9 @@
-"""The options of the family (reference.params, reference.gated), independent of any framework.
+"""The options of the family (rnn_equivalence.reference.params, rnn_equivalence.reference.gated), independent of any framework.
 
 Three claims, each checked here where we control both computations:
 - each option changes the cell by far more than rounding on the suite's data, so a system that
   drops it, or computes another hard sigmoid, is caught by the equivalence tests;
-- the derived bound (harness/tolerance.py) holds for a float32 NumPy run with every option, also
+- the derived bound (reference/tolerance.py) holds for a float32 NumPy run with every option, also
   stacked and bidirectional (a projected layer feeds 2P units to the next), and is not so loose
   that a wrong mapping could hide under it;
 - the equations, by hand on one step, and the options reduce to the plain cell where they must,
@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference.config import LayerConfig
-from harness.cases import Case
-from harness.compare import assert_bitwise_equal, assert_within_bound, compare, compare_outputs
-from harness.tolerance import activation_error, pair_bound, reference_and_bound
-from reference.activations import activation, max_slope
-from reference.gated import lstm_step
-from reference.params import GATED, CellParams
-from reference.stack import run_stack
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.harness.cases import Case
+from rnn_equivalence.reference.comparison import assert_bitwise_equal, assert_within_bound, compare, compare_outputs
+from rnn_equivalence.reference.tolerance import activation_error, pair_bound, reference_and_bound
+from rnn_equivalence.reference.activations import activation, max_slope
+from rnn_equivalence.reference.gated import lstm_step
+from rnn_equivalence.reference.params import GATED, CellParams
+from rnn_equivalence.reference.stack import run_stack
 
 # Every activation spec and options set some framework computes (docs/MAPPING.md: "LSTM and GRU options").
 ACTIVATIONS = {
@@ -40,7 +40,7 @@ OPTION_SETS = {
 }
 STACKED = LayerConfig(num_layers=2, bidirectional=True)
 # An option that binds moves results by 1e-2 or more, float32 bounds are 1e-6 to 1e-5: 1e3 leaves a
-# margin, and the thresholds were chosen to clear it (reference.params, CELL_CLIP).
+# margin, and the thresholds were chosen to clear it (rnn_equivalence.reference.params, CELL_CLIP).
 FAR_MORE_THAN_ROUNDING = 1e3
 
 

@@ -2,7 +2,7 @@
 
 A padded element is its own shorter sequence; a padded step computes nothing, so it adds no
 rounding; a chunked run is the whole run. Each is asserted bitwise, on the reference values and
-on the error bounds alike (they come from the same driver, ``reference.stack.drive``).
+on the error bounds alike (they come from the same driver, ``rnn_equivalence.reference.stack.drive``).
 """
 
 import numpy as np
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.tolerance import chunked_reference_and_bound, reference_and_bound
-from reference.padding import Mask, Padding
-from reference.params import random_inputs, random_state
-from reference.stack import StackParams, run_stack
+from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, reference_and_bound
+from rnn_equivalence.reference.padding import Mask, Padding
+from rnn_equivalence.reference.params import random_inputs, random_state
+from rnn_equivalence.reference.stack import StackParams, run_stack
 
 FAMILIES = [("rnn", "tanh", ""), ("lstm", "default", ""), ("gru", "default", "reset_after"),
             ("gru", "default", "reset_before")]
@@ -143,7 +143,7 @@ def test_a_padded_step_adds_no_rounding(lengths, side, family, dtype):
 @pytest.mark.parametrize("sizes", [(1,) * T, (3, 4), (2, 1, 4)])
 def test_a_chunked_run_is_the_whole_run_values_and_bounds(family, activation, variant, sizes):
     """Each chunk from the final state of the one before: the same results and the same bounds as
-    the whole run, bitwise (a call boundary adds no rounding: harness/tolerance.py)."""
+    the whole run, bitwise (a call boundary adds no rounding: reference/tolerance.py)."""
     stack = stack_of(family, activation, variant, layers=2, bidirectional=False)
     xs, state = random_inputs(T, 2, I, 5), state_of(stack, 2)
     whole_values, whole_bound = reference_and_bound(stack, xs, state, "float32")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from reference.params import CellParams, random_inputs
+from rnn_equivalence.reference.params import CellParams, random_inputs
 
 
 def good(H=4, I=3, dtype=np.float64):

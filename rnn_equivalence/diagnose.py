@@ -2,13 +2,13 @@
 
     explain(a, b, xs, state) -> [Explanation, ...]     those that explain b within the bound, best first
 
-Each mistake is a function of canonical parameters (``reference.params``): applied to ``a``'s, does it
-give ``b``'s function? It is judged as ``harness.verify`` judges a pair: the float64 references of
+Each mistake is a function of canonical parameters (``rnn_equivalence.reference.params``): applied to ``a``'s, does it
+give ``b``'s function? It is judged as ``rnn_equivalence.verify`` judges a pair: the float64 references of
 mistake(a) and b on the same inputs and initial state, against the float32 bound of a run of each.
 An explanation says the mistake, its err/bound after the change, and before it ("b is a with the
 LSTM gates i and f exchanged in W_x and W_h (err/bound 0.04 after, 3e+05 before)").
 
-The catalogue, in the canonical names (``reference.params``: W_x (G*H, I), W_h (G*H, H), b_x, b_h, gates
+The catalogue, in the canonical names (``rnn_equivalence.reference.params``: W_x (G*H, I), W_h (G*H, H), b_x, b_h, gates
 in PyTorch's order, LSTM i f g o, GRU r z n):
 - gate blocks permuted (every permutation), in all four tensors, or in the kernels only;
 - a kernel's gate blocks transposed (a square H x H block of W_h; W_x where I = H);
@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.tolerance import reference_and_bound
-from harness.verify import run_ratio
-from reference.params import GATES
-from reference.stack import StackParams
+from rnn_equivalence.reference.tolerance import reference_and_bound
+from rnn_equivalence.verify import run_ratio
+from rnn_equivalence.reference.params import GATES
+from rnn_equivalence.reference.stack import StackParams
 
 FORGET_BIAS = 1.0  # TF1's BasicLSTMCell/LSTMCell default
 

@@ -2,7 +2,7 @@
 frameworks' default settings, the one condition that changes it, the formula that explains it, and the
 code that maps the weights in the asker's own frameworks.
 
-The words are written here; the verdicts are not taken on trust. ``harness.answers`` checks each
+The words are written here; the verdicts are not taken on trust. ``docgen.answers`` checks each
 ``Claim`` against the committed report before it prints it: a claimed Yes with a difference proved on its
 subject, or a claimed No with nothing proved, stops the generator (``AnswerContradicted``). Which proved
 differences a claim is about is said by ``Subject``: the systems, the references they were measured
@@ -57,7 +57,7 @@ class Claim:
     under, in the frameworks' own words; ``text`` says why in one clause. ``about`` is the aspect where a
     question has more than one (the forward pass, one optimizer step). ``proof`` the findings that decide
     it: none may be proved for a Yes; one at least must be for a No or an Only if, unless one of ``pairs``
-    is answered No or Only if by the rule compare uses (``harness.compare_systems.decide``)."""
+    is answered No or Only if by the rule compare uses (``rnn_equivalence.compare.decide``)."""
 
     verdict: str
     text: str

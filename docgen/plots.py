@@ -1,7 +1,7 @@
 """Plots of a report, for the README and docs/ANSWERS.md (matplotlib, written as SVG, from the report's
 JSON only: a plot shows nothing the report does not have):
 
-    python -m harness.plots                     # docs/equivalence.json -> docs/plots/*.svg
+    python -m docgen.plots                     # docs/equivalence.json -> docs/plots/*.svg
 
 - ``verdict-matrix.svg``: systems x capabilities (whole sequences, padded, chunked, gradients, optimizer
   step), each cell coloured by the worst err/bound of that system's rows (the dtypes' worst), on a log
@@ -107,7 +107,7 @@ def ratios(report: dict, path: Path) -> Path:
 
 
 def _framework(system: str) -> str:
-    from harness.summary import framework_of
+    from rnn_equivalence.harness.summary import framework_of
 
     return framework_of(system)
 

@@ -2,8 +2,8 @@
 
     verify_modules(a, b, seed=0) -> Verdict
 
-``a`` and ``b`` are ``frameworks.files.Module`` s, each read by its own system's mapping, so both are
-canonical parameters (``reference.params``) whatever the framework. Three checks, in order:
+``a`` and ``b`` are ``rnn_equivalence.frameworks.files.Module`` s, each read by its own system's mapping, so both are
+canonical parameters (``rnn_equivalence.reference.params``) whatever the framework. Three checks, in order:
 
 1. **Structure**: family, sizes, layers, directions, projection. Different: not equivalent, said so
    (no run can make them the same function).
@@ -11,7 +11,7 @@ canonical parameters (``reference.params``) whatever the framework. Three checks
    the sum b_x + b_h a framework computes (a port may keep two biases or one), within the rounding of
    one addition in the files' dtype, u (|b_x| + |b_h|) for each side.
 3. **Runs**, the function itself: the float64 reference of each module on the same seeded inputs and
-   initial state (T steps, a batch), compared with the derived bound (``harness.tolerance``) of a run of
+   initial state (T steps, a batch), compared with the derived bound (``rnn_equivalence.reference.tolerance``) of a run of
    each in float32 and in float64: ``|ref(a) - ref(b)| <= bound_a + bound_b`` element by element,
    what the suite asks of two systems. The verdict is float32's: two files whose float32 runs cannot
    be told apart from rounding are equivalent; float64's ratio is reported beside it.
@@ -21,7 +21,7 @@ canonical parameters (``reference.params``) whatever the framework. Three checks
    computes), against the float64 reference of what it holds, with the bound of the suite's reference
    test. A framework that is not installed is said so, and its run left out of the verdict.
 
-A module pair that is not equivalent goes to ``harness.diagnose``, which looks for the mistake that
+A module pair that is not equivalent goes to ``rnn_equivalence.diagnose``, which looks for the mistake that
 explains the difference.
 """
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.compare import Comparison, compare_outputs
-from harness.tolerance import UNIT_ROUNDOFF, pair_bound, reference_and_bound
-from reference.config import LayerConfig
-from reference.params import random_inputs, random_state
+from rnn_equivalence.reference.comparison import Comparison, compare_outputs
+from rnn_equivalence.reference.tolerance import UNIT_ROUNDOFF, pair_bound, reference_and_bound
+from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.params import random_inputs, random_state
 
 STEPS, BATCH = 7, 2  # a few steps carry a mistake in W_h into every later state; a batch of two
 DTYPES = ("float32", "float64")
@@ -48,7 +48,7 @@ class Verdict:
     reason: str  # one line
     parameters: list[str] = field(default_factory=list)  # the canonical tensors that differ, with their size
     runs: dict[str, Comparison] = field(default_factory=dict)  # by dtype
-    diagnosis: list = field(default_factory=list)  # harness.diagnose.Explanation, where not equivalent
+    diagnosis: list = field(default_factory=list)  # rnn_equivalence.diagnose.Explanation, where not equivalent
     # Each side's framework run: {"A"/"B": {dtype: Comparison} or {"not run": reason}}
     frameworks: dict = field(default_factory=dict)
 
@@ -89,7 +89,7 @@ def inputs_for(module, seed: int = 0, steps: int = STEPS, batch: int = BATCH):
 def run_ratio(stack_a, stack_b, xs, state, dtype: str, what: str, padding=None) -> Comparison:
     """|ref(a) - ref(b)| against bound_a + bound_b in ``dtype``, the worst output. ``stack_b`` may be
     its (reference, bound) already computed, for a module compared with many. ``padding``: a padded
-    batch's lengths (``reference.padding.Padding``), padded steps reported as zeros on both sides (the
+    batch's lengths (``rnn_equivalence.reference.padding.Padding``), padded steps reported as zeros on both sides (the
     function on the real steps is what is compared)."""
     exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype, padding=padding)
     exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else \
@@ -133,8 +133,8 @@ def _dtype(cell) -> str:
 def user_inputs(module, xs, lengths=None):
     """The user's inputs (T, batch, I), checked against ``module``, and their padding: ``lengths`` of each
     element's real steps (post-padded), or None. Refused by name where they do not fit."""
-    from frameworks.files import FileRefused
-    from reference.padding import Padding
+    from rnn_equivalence.frameworks.files import FileRefused
+    from rnn_equivalence.reference.padding import Padding
 
     xs = np.asarray(xs)
     if xs.ndim != 3 or xs.shape[2] != module.input_size or xs.dtype.kind != "f" or not np.all(np.isfinite(xs)):
@@ -153,7 +153,7 @@ def user_inputs(module, xs, lengths=None):
 def framework_run(module, xs, state, padding=None) -> dict:
     """``module``'s system run on its own weights in each dtype it computes, against the float64 reference
     of what it holds: {dtype: Comparison}, or {"not run": why} where the framework cannot be loaded."""
-    from frameworks import load
+    from rnn_equivalence.frameworks import load
 
     try:
         adapter = load(module.system)
@@ -222,7 +222,7 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
             verdict.equivalent = False
             verdict.reason += "; the framework's own run exceeds its bound: " + ", ".join(exceeded)
     if not equivalent and diagnose:
-        from harness.diagnose import explain
+        from rnn_equivalence.diagnose import explain
 
         verdict.diagnosis = explain(a, b, xs, state, padding)
     return verdict

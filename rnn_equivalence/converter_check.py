@@ -5,15 +5,15 @@
 ``source``: the system whose weights the converter reads (its name, e.g. "torch-lstm-rnn");
 ``convert(native, config)``: the converter under test, from the source's native weights (a dict of
 NumPy arrays by the framework's names) to whatever the target takes; ``run(converted, xs, state,
-config)``: the target run on them, returning the canonical results (``reference.stack.drive``'s keys,
+config)``: the target run on them, returning the canonical results (``rnn_equivalence.reference.stack.drive``'s keys,
 time-major): "output" (T, batch, D*H), every step's h (the top layer's, directions concatenated),
 "h_n" (L*D, batch, H) the final states, and an LSTM's "c_output" and "c_n"; any subset of them, at
 least one.
 
-Every whole-sequence case of the source's design at ``depth`` (``harness.cases``: shapes I != H, batch 1
+Every whole-sequence case of the source's design at ``depth`` (``rnn_equivalence.harness.cases``: shapes I != H, batch 1
 and more, one step and 50, an initial state given and not, every activation and configuration the
 source declares) runs in float32 and is compared with the float64 reference within the derived bound
-(``harness.tolerance``); then each mutation the source declares (its mapping deliberately broken: a
+(``rnn_equivalence.reference.tolerance``); then each mutation the source declares (its mapping deliberately broken: a
 kernel transposed, gates swapped, a bias dropped) is fed through the converter, and must come out
 beyond the bound: a converter that hides a broken input would pass the first check and fail this one.
 A failure raises ``AssertionError`` naming the case and the worst element; nothing is skipped.
@@ -21,15 +21,15 @@ A failure raises ``AssertionError`` naming the case and the worst element; nothi
 
 from __future__ import annotations
 
-from harness.compare import Comparison, compare_outputs
+from rnn_equivalence.reference.comparison import Comparison, compare_outputs
 
 DTYPE = "float32"
 DETECTED = 100.0  # a mutation counts as caught beyond 100 bounds (the suite's mutation tests ask the same)
 
 
 def check_converter(source: str, convert, run, depth: str = "default", seed: int = 0) -> list[Comparison]:
-    from frameworks.convert import mapping
-    from harness.cases import cases_for, mutation_cases
+    from rnn_equivalence.frameworks.convert import mapping
+    from rnn_equivalence.harness.cases import cases_for, mutation_cases
 
     adapter = mapping(source)
     cases = cases_for(adapter, depth, seed)

@@ -1,11 +1,11 @@
 """Error and bound against the step, for one long sequence: a reader sees the bound track the error.
 
-    python -m harness.trace_plot            # torch-lstm-rnn (nn.LSTM), float32, 500 steps -> docs/plots/error-vs-step.svg
+    python -m docgen.trace_plot            # torch-lstm-rnn (nn.LSTM), float32, 500 steps -> docs/plots/error-vs-step.svg
 
 One system runs one long sequence on its framework (the suite's mapping of a random case, as every test
 does); at each step, the worst |computed - float64 reference| over the batch and the hidden units is drawn
-with the worst bound of ``harness.tolerance`` at that step (the error model's running bound, the one the
-tests compare with). Unlike ``harness.plots`` this runs a framework: it is a measurement, not a figure of
+with the worst bound of ``rnn_equivalence.reference.tolerance`` at that step (the error model's running bound, the one the
+tests compare with). Unlike ``docgen.plots`` this runs a framework: it is a measurement, not a figure of
 the report.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from frameworks.base import LayerConfig
-from harness.plots import OUT, _pyplot
+from rnn_equivalence.frameworks.base import LayerConfig
+from docgen.plots import OUT, _pyplot
 
 SYSTEM, DTYPE, STEPS = "torch-lstm-rnn", "float32", 500
 
@@ -27,8 +27,8 @@ def error_and_bound_by_step(system: str = SYSTEM, dtype: str = DTYPE, steps: int
     """Per step: the worst error of ``system``'s output (one layer, one direction, I=5, H=4, batch 3) against
     the float64 reference, and the worst bound.
     ``mutate`` (params -> params): a wrong mapping, to show the error leaving the bound."""
-    import frameworks
-    from harness.cases import case_of
+    import rnn_equivalence.frameworks as frameworks
+    from rnn_equivalence.harness.cases import case_of
 
     adapter = frameworks.load(system)
     config = LayerConfig(1, False)  # one layer, one direction: step t of the output is the t-th step computed
@@ -47,13 +47,13 @@ def error_and_bound_by_step(system: str = SYSTEM, dtype: str = DTYPE, steps: int
 
 
 def plot(path: Path, system: str = SYSTEM, dtype: str = DTYPE, steps: int = STEPS) -> Path:
-    import frameworks
+    import rnn_equivalence.frameworks as frameworks
 
     error, bound = error_and_bound_by_step(system, dtype, steps)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 3.0))
     t = np.arange(1, steps + 1)
-    ax.plot(t, bound, color="red", linewidth=1.0, label="bound (harness/tolerance.py)")
+    ax.plot(t, bound, color="red", linewidth=1.0, label="bound (reference/tolerance.py)")
     ax.plot(t, np.maximum(error, 1e-12), color="black", linewidth=0.6, label="|computed - float64 reference|")
     ax.set_yscale("log")
     ax.set_xlabel("step")

@@ -4,7 +4,7 @@ here? Answered by running the suite's own tests for the two systems now, not by 
 The answer is built from one run's report (``--equivalence-report``): each system against the float64
 reference in every dtype (both within their bounds on the same canonical parameters means A and B agree
 within the sum of the bounds), the pair tests where one is the other's anchor, the proved non-equivalences
-the run met for either, and the mapping between them (``frameworks.convert``: what A's weights become in
+the run met for either, and the mapping between them (``rnn_equivalence.frameworks.convert``: what A's weights become in
 B's names, or why B cannot hold A's function). Yes: both are the family member they declare, the same
 one, every case within its bound, and B holds any A weights. No: a different family member (a GRU's
 variant), or a case beyond its bound. Only if: both compute the same function, but B cannot hold every
@@ -50,7 +50,7 @@ class Answer:
 
 def check_question(a: str, b: str) -> tuple[type, type]:
     """The two systems' classes, or CompareRefused naming what is wrong."""
-    from frameworks import ADAPTERS
+    from rnn_equivalence.frameworks import ADAPTERS
 
     for name in (a, b):
         if name not in ADAPTERS:
@@ -67,12 +67,12 @@ def mapping_lines(a: str, b: str) -> tuple[list[str], str | None]:
     """The code that ports A's weights to B's, each side's weights in its framework's names and shapes
     (a one-layer, one-direction module with bias, input 3, hidden 5), and the refusal's reason where B
     cannot hold A's function (None where it can)."""
-    from frameworks.convert import ConversionRefused, convert, mapping
-    from reference.config import LayerConfig
+    from rnn_equivalence.frameworks.convert import ConversionRefused, convert, mapping
+    from rnn_equivalence.reference.config import LayerConfig
     config = LayerConfig(1, False)
     source, target = mapping(a), mapping(b)
-    lines = ["from frameworks import convert",
-             "from reference.config import LayerConfig",
+    lines = ["from rnn_equivalence.frameworks import convert",
+             "from rnn_equivalence.reference.config import LayerConfig",
              f"b_weights = convert(a_weights, {a!r},",
              f"                    {b!r},",
              "                    config=LayerConfig(1, False))  # layers, bidirectional",
@@ -81,7 +81,7 @@ def mapping_lines(a: str, b: str) -> tuple[list[str], str | None]:
     lines += [f"#   {name:<28} {shape}" for name, (_, shape) in source.native_spec(config, 3, 5).items()]
     lines.append(f"# {b}: {target.cell}")
     lines += [f"#   {name:<28} {shape}" for name, (_, shape) in target.native_spec(config, 3, 5).items()]
-    from harness.cases import case_of
+    from rnn_equivalence.harness.cases import case_of
 
     stack = case_of(source, 3, 5, 1, 1, 0, config).stack()  # what A holds (b_hn = 0 where it has no slot)
     try:
@@ -109,7 +109,7 @@ def run_suite(a: str, b: str, depth: str, seed: int, directory: Path) -> tuple[d
 def about_the_pair(against: str, a: str, b: str) -> bool:
     """A proved non-equivalence of A or B concerns the pair unless it is against a third system of the
     suite (``against`` names a system, or a variant of the reference, or a setting)."""
-    from frameworks import ADAPTERS
+    from rnn_equivalence.frameworks import ADAPTERS
 
     named = against.split(" ")[0]
     return named in (a, b) or named not in ADAPTERS

@@ -6,7 +6,7 @@
     rnn-equivalence convert FILE --to SYSTEM -o OUT [--as SYSTEM] [--seed N] [--run/--no-run] [--json]
     rnn-equivalence compare SYSTEM_A SYSTEM_B [--depth quick|default|full] [--seed N] [--json]
 
-``inspect`` lists every recurrent module of a weight file (``frameworks.files``: PyTorch .pt/.pth/.bin,
+``inspect`` lists every recurrent module of a weight file (``rnn_equivalence.frameworks.files``: PyTorch .pt/.pth/.bin,
 .safetensors, .npz; Keras .weights.h5, .keras, Keras 2 .h5; ONNX; Flax .msgpack; TF1 checkpoints): where
 it is, which system of the suite reads it, its family, GRU variant, sizes, layers, directions, bias
 and projection, its weights in the framework's names and its canonical parameters; the file's other
@@ -14,17 +14,17 @@ weights are listed as skipped. ``--as SYSTEM`` reads a flat file (.npz, .safeten
 system names its weights (Keras's kernel/recurrent_kernel/bias, ONNX's W/R/B, ...).
 
 ``verify`` matches the recurrent modules of two files in order and settles each pair
-(``harness.verify``: structure, canonical parameters, the reference's runs against the derived bound,
+(``rnn_equivalence.verify``: structure, canonical parameters, the reference's runs against the derived bound,
 and each side's framework run on its own weights); a pair that differs is diagnosed
-(``harness.diagnose``: the porting mistakes that explain the difference).
+(``rnn_equivalence.diagnose``: the porting mistakes that explain the difference).
 
-``convert`` writes the file's recurrent module as another system's weights (``frameworks.convert``),
-in the format OUT's suffix names (``frameworks.files.write_weights``), reads OUT back and verifies it
+``convert`` writes the file's recurrent module as another system's weights (``rnn_equivalence.frameworks.convert``),
+in the format OUT's suffix names (``rnn_equivalence.frameworks.files.write_weights``), reads OUT back and verifies it
 against FILE: the verdict with the derived bound. A target that cannot hold the same function
 refuses, saying why, and writes nothing.
 
 ``compare`` answers "are these two systems the same function?" on the versions installed here: it runs
-the suite's tests for the two systems now (``harness.compare_systems``) and prints Yes, No or Only if,
+the suite's tests for the two systems now (``rnn_equivalence.compare``) and prints Yes, No or Only if,
 the mapping between them, and the evidence (cases, worst err/bound per dtype, versions, differences).
 
 Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify), or converted and
@@ -99,8 +99,8 @@ def inspect(file, system, as_json):
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
 def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers, as_json):
     """Whether the recurrent modules of A and B compute the same function, pair by pair."""
-    from frameworks.files import FileRefused
-    from harness.verify import verify_modules
+    from rnn_equivalence.frameworks.files import FileRefused
+    from rnn_equivalence.verify import verify_modules
 
     first, second = _paired(_inspection(a, a_as).modules, _inspection(b, b_as).modules)
     if layers:
@@ -132,7 +132,7 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers,
             for explanation in v.diagnosis:
                 click.echo(_wrapped("  explained: ", explanation.sentence("A", "B")))
             if not v.equivalent and v.runs and not v.diagnosis:
-                click.echo("  no single porting mistake of harness/diagnose.py explains the difference")
+                click.echo("  no single porting mistake of rnn_equivalence/diagnose.py explains the difference")
         click.echo(f"verdict: {'equivalent' if equivalent else 'not equivalent'} (seed {seed})")
     sys.exit(0 if equivalent else 1)
 
@@ -150,14 +150,14 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers,
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
 def convert(file, target, output, system, seed, run_frameworks, as_json):
     """FILE's recurrent module written as SYSTEM's weights to OUT, then checked against FILE."""
-    from frameworks.convert import ConversionRefused, mapping
-    from frameworks.convert import convert as convert_weights
-    from frameworks.files import FileRefused, load_weights, read_as, write_weights
-    from harness.verify import verify_modules
+    from rnn_equivalence.frameworks.convert import ConversionRefused, mapping
+    from rnn_equivalence.frameworks.convert import convert as convert_weights
+    from rnn_equivalence.frameworks.files import FileRefused, load_weights, read_as, write_weights
+    from rnn_equivalence.verify import verify_modules
 
     modules = _inspection(file, system).modules
     if len(modules) > 1:  # a Keras model's stacked layers: one stack, where they stack
-        from frameworks.files import stacked
+        from rnn_equivalence.frameworks.files import stacked
 
         try:
             modules = [stacked(modules)]
@@ -205,22 +205,30 @@ def convert(file, target, output, system, seed, run_frameworks, as_json):
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
 def compare(system_a, system_b, depth, seed, as_json):
     """Are SYSTEM_A and SYSTEM_B the same function? The suite's tests for both, run now."""
-    from harness.compare_systems import CompareRefused, answer, text
+    from rnn_equivalence.compare import CompareRefused, answer, text
 
     try:
         result = answer(system_a, system_b, depth, seed)
     except CompareRefused as error:
         _refuse(str(error))
-    from harness.answers import lead_for, plain
-
-    page = lead_for(system_a, system_b)  # the answer page's lead, where a question is about this pair
-    lead = (page[0].anchor, plain(page[1])) if page else None
+    lead = _page_lead(system_a, system_b)
     if as_json:
         click.echo(json.dumps({**result.as_dict(), "page_lead": dict(zip(("anchor", "lead"), lead)) if lead else None},
                               indent=2))
     else:
         click.echo("\n".join(text(result, WIDTH, lead)))
     sys.exit(0 if result.equivalent else 1)
+
+
+def _page_lead(system_a: str, system_b: str) -> tuple[str, str] | None:
+    """docs/ANSWERS.md's lead (its anchor and text) where a question is about this pair, from the committed
+    report. In a checkout only: an installed package has neither the page's generator (docgen/) nor the report."""
+    try:
+        from docgen.answers import lead_for, plain
+    except ImportError:
+        return None
+    page = lead_for(system_a, system_b)
+    return (page[0].anchor, plain(page[1])) if page else None
 
 
 def _by_location(first: list, second: list, layers) -> tuple[list, list]:
@@ -263,7 +271,7 @@ def _user_inputs(inputs_file, lengths):
 def _paired(first: list, second: list) -> tuple[list, list]:
     """The two files' modules, a stack on one side matched with the same number of stacked one-layer modules
     on the other (a PyTorch ``num_layers=2`` module and a Keras model's two layers) by stacking those."""
-    from frameworks.files import FileRefused, stacked
+    from rnn_equivalence.frameworks.files import FileRefused, stacked
 
     try:
         if len(first) == 1 and len(second) == first[0].config.num_layers > 1:
@@ -278,7 +286,7 @@ def _paired(first: list, second: list) -> tuple[list, list]:
 def _inspection(file, system=None):
     """The file's recurrent modules (``--as SYSTEM``: the file as one module of that system); bad input
     exits 2 with one line."""
-    from frameworks.files import FileRefused, Inspection, find_recurrent, load_weights, read_as
+    from rnn_equivalence.frameworks.files import FileRefused, Inspection, find_recurrent, load_weights, read_as
 
     try:
         weights = load_weights(file)

@@ -6,8 +6,8 @@ how far it got) and, when the suite ran, the ``equivalence.json`` written by
 ``--equivalence-report``. An entry that failed to install or import is a row of
 the sessions table saying so; its column in the matrix reads "not run".
 
-    python -m harness.matrix merge matrix-reports/ --output docs/MATRIX.md
-    python -m harness.matrix record matrix-reports/tf-2.20 --session tf-2.20 \
+    python -m docgen.matrix merge matrix-reports/ --output docs/MATRIX.md
+    python -m docgen.matrix record matrix-reports/tf-2.20 --session tf-2.20 \
         --requested '{"tensorflow": "2.20.*"}' --status "tests ran" --installed tensorflow,tf_keras
 """
 
@@ -94,7 +94,7 @@ def load_entries(root, committed=None) -> list[dict]:
 
 
 def cell_text(system: dict) -> str:
-    """A matrix cell from a report row's verdict (the verdicts of harness.summary.Row)."""
+    """A matrix cell from a report row's verdict (the verdicts of rnn_equivalence.harness.summary.Row)."""
     verdict, ratio = system["verdict"], system["worst_ratio"]
     if system["cases"] == 0 and system["known_issues"]:
         return "known issue"

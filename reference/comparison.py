@@ -1,4 +1,4 @@
-"""The one comparison helper: measured error against the bound from ``harness.tolerance``."""
+"""The one comparison helper: measured error against the bound from ``rnn_equivalence.reference.tolerance``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 class BoundExceeded(AssertionError):
     """A comparison outside its derived bound: the one failure a known upstream bug's strict expected
-    failure accepts (harness.known_issues), so that no other assertion can stand in for the bug."""
+    failure accepts (rnn_equivalence.harness.known_issues), so that no other assertion can stand in for the bug."""
 
 
 class KnownIssueObserved(AssertionError):
@@ -36,7 +36,7 @@ class Comparison:
         return (
             f"{self.what}: max |error| {self.max_error:.3g}; worst element {self.worst_index} has "
             f"error {self.error_at_worst:.3g} vs bound {self.bound_at_worst:.3g} "
-            f"(ratio {self.ratio:.3g}, {verdict} the bound of harness/tolerance.py)"
+            f"(ratio {self.ratio:.3g}, {verdict} the bound of reference/tolerance.py)"
         )
 
     def as_record(self) -> dict:

@@ -27,7 +27,7 @@ the computed value may be from it (``Approx``):
   a framework with one summed bias adds the same value in one term fewer.
 - an activation g: e_out = L * e_in + E_g(z), where L is the largest slope
   |g'| on [z - e_in, z + e_in] (exact, not a first-order estimate: see
-  ``reference.activations.max_slope``) and E_g(z) the error of evaluating g
+  ``rnn_equivalence.reference.activations.max_slope``) and E_g(z) the error of evaluating g
   itself (``activation_error``):
   - tanh and sigmoid: 4 ulps of 1.0 (eps = 2u), absolute (|g| <= 1, and some
     implementations, sigmoid as (1 + tanh(z/2)) / 2 or Eigen's rational
@@ -56,12 +56,12 @@ The vanilla cell is one affine sum and one activation per step,
     e_t = L_t * (gamma_n * S_t + |W_hh| e_{t-1} + |W_hx| e_x) + k_g * eps,
     S_t = |W_hh| (|h_{t-1}| + e_{t-1}) + |W_hx| (|x_t| + e_x) + |b_x| + |b_h|,
 
-and the gated cells are written operation by operation in ``reference.equations``
+and the gated cells are written operation by operation in ``rnn_equivalence.reference.equations``
 (the reference's own equations, run here on ``Arithmetic``), with their options: a peephole term p * c is one more term of its
 gate's sum (one product, like the kernels'), a projection W_proj m is one more
 affine sum, of H terms, coupled gates are 1 - i. Errors carry over from step to step because a framework
 feeds its own computed state back in. A stacked layer reads the layer below's
-computed outputs, so their bound is its input error e_x; ``reference.stack.drive``
+computed outputs, so their bound is its input error e_x; ``rnn_equivalence.reference.stack.drive``
 carries values and bounds through layers and directions exactly as it carries
 the reference. The inputs and weights are exact float32 values
 (``CellParams.random``), so no rounding of the data enters.
@@ -93,10 +93,10 @@ from functools import partial
 
 import numpy as np
 
-from reference.activations import BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope
-from reference.equations import STEPS as EQUATIONS
-from reference.params import CellParams
-from reference.stack import StackParams, drive
+from rnn_equivalence.reference.activations import BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope
+from rnn_equivalence.reference.equations import STEPS as EQUATIONS
+from rnn_equivalence.reference.params import CellParams
+from rnn_equivalence.reference.stack import StackParams, drive
 
 UNIT_ROUNDOFF = {
     "float32": 2.0**-24,
@@ -144,7 +144,7 @@ class Approx:
     def T(self) -> "Approx":
         return Approx(self.value.T, self.error.T)
 
-    # Slicing, concatenation and stacking, as ``reference.stack.drive`` does to arrays.
+    # Slicing, concatenation and stacking, as ``rnn_equivalence.reference.stack.drive`` does to arrays.
     def __getitem__(self, index) -> "Approx":
         return Approx(self.value[index], self.error[index])
 
@@ -154,7 +154,7 @@ class Approx:
                       np.concatenate([p.error for p in parts], axis=axis))
 
     def zeros_like(self) -> "Approx":
-        """An exact zero: what a padded step reports (``reference.stack.drive``)."""
+        """An exact zero: what a padded step reports (``rnn_equivalence.reference.stack.drive``)."""
         return exact(np.zeros_like(self.value))
 
     @staticmethod
@@ -208,7 +208,7 @@ class Arithmetic:
     def one_minus(self, a: Approx) -> Approx:
         return self.add(exact(np.ones_like(a.value)), a, sign=-1.0)
 
-    # --- what the backward pass adds (reference.backward runs on these) ---------------------------
+    # --- what the backward pass adds (rnn_equivalence.reference.backward runs on these) ---------------------------
     def lift(self, array) -> Approx:
         return exact(array)
 
@@ -250,7 +250,7 @@ class Arithmetic:
         return Approx(a.value, a.error + roundings * self.u * extra)
 
 
-# The cell equations are reference.equations', the one definition: run here on ``Arithmetic``, each step's
+# The cell equations are rnn_equivalence.reference.equations', the one definition: run here on ``Arithmetic``, each step's
 # value is the reference's and its error the bound (the tape is the backward pass's, unused here).
 def _next_state(step):
     """``step`` without its tape: (ar, p, x, state, forget_bias) -> the next state."""
@@ -261,7 +261,7 @@ STEPS = {family: _next_state(step) for family, step in EQUATIONS.items()}
 
 
 def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, state) -> dict:
-    """One direction, forward: {"h": Approx (T, batch, H), ...}, like ``reference.cells.sequence``."""
+    """One direction, forward: {"h": Approx (T, batch, H), ...}, like ``rnn_equivalence.reference.cells.sequence``."""
     ar = Arithmetic(dtype)
     p = p.astype(np.float64)
     batch = xs.value.shape[1]
@@ -278,7 +278,7 @@ def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, s
 
 def reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0, padding=None,
                         padded_output: str = "zeros"):
-    """The exact results of ``reference.stack.run_stack`` (in float64, from the exact data) and
+    """The exact results of ``rnn_equivalence.reference.stack.run_stack`` (in float64, from the exact data) and
     bounds on |computed in ``dtype`` - exact|, as two dicts with the same keys.
 
     ``state`` may hold ``Approx`` values: a state computed earlier, with its own bound (a chunked
@@ -319,7 +319,7 @@ def chunked_reference_and_bound(stack, xs, state, dtype: str, sizes, forget_bias
 
 def optimizer_step_bound(w, w_new, g, g_bound, optimizer: dict, dtype: str, epsilon: float | None = None,
                          constants_dtype: str = ""):
-    """Bound on |w' computed in ``dtype`` - w' exact| for one step (``reference.optimizers``) from the
+    """Bound on |w' computed in ``dtype`` - w' exact| for one step (``rnn_equivalence.reference.optimizers``) from the
     exact weights ``w``, with a computed gradient within ``g_bound`` of the exact ``g`` (float64
     arrays, elementwise); ``epsilon``: Adam's e in w - lr g / (|g| + e).
 
