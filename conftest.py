@@ -241,6 +241,7 @@ def pytest_generate_tests(metafunc):
         make_cases = DESIGNS[design]
         combos = []
         for cls in applicable(metafunc, names):
+            before = len(combos)
             # The table's rows this test can meet (rnn_equivalence.harness.known_issues), for whole runs and padded batches.
             rows = {padded: rows_of(cls.name, scopes_of(scope, design, padded)) if marker else []
                     for padded in (False, True)}
@@ -287,12 +288,18 @@ def pytest_generate_tests(metafunc):
                     named = dict(zip(argnames, values))
                     row = row_of(case, named.get("dtype"), named.get("activation_spec")) if "dtype" in named else None
                     combos.append(_with_known_issue(cls, values, None if excluded else row))
+            if len(combos) == before:
+                raise ValueError(f"{metafunc.definition.nodeid}: no parameters for {cls.name}, a system it applies "
+                                 f"to ({design} design, depth {depth}): the test would silently not run for it")
         metafunc.parametrize(argnames, combos)
     if "system_pair" in fixtures:
+        cells = [cls for cls in applicable(metafunc, names) if not cls.layer]
         combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}",
                                marks=_child_group(adapter_class(b)))
-                  for a, b, case in paired_cases([cls for cls in applicable(metafunc, names) if not cls.layer],
-                                                 depth, seed)]
+                  for a, b, case in paired_cases(cells, depth, seed)]
+        if anchored_pairs(cells) and not combos:
+            raise ValueError(f"{metafunc.definition.nodeid}: the selected cells make pairs "
+                             f"({anchored_pairs(cells)[:3]}...) but no case to compare them on")
         metafunc.parametrize(("system_pair", "pair_case"), combos)
 
 

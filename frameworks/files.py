@@ -3,6 +3,7 @@
     load_weights(path) -> {name: np.ndarray}       the file's named weights, flat
     find_recurrent(weights) -> Inspection           its recurrent modules, each read by its mapping
     read_as(weights, system) -> Module              the file as one module of any system of the suite
+    select(modules, location) -> Module             one of them, by its location as ``inspect`` prints it
 
 Formats read (by suffix):
 
@@ -331,6 +332,27 @@ def _canonical_summary(stack: StackParams) -> dict:
 class Inspection:
     modules: list[Module] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # weights of no recurrent module
+
+
+TOP_LEVEL = "(top level)"  # the location of a module at the top of its file, as ``inspect`` prints it
+
+
+def location_of(module: Module) -> str:
+    """``module``'s location as ``inspect`` prints it: its module path, or "(top level)"."""
+    return module.location or TOP_LEVEL
+
+
+def select(modules: list[Module], location: str, where: str = "the file") -> Module:
+    """The one module of ``modules`` at ``location`` (as ``inspect`` prints it: "(top level)" for a module at
+    the top); none, or several, refused naming the modules there are (``where``: the file, for the message)."""
+    found = [m for m in modules if location_of(m) == location]
+    if len(found) == 1:
+        return found[0]
+    names = [location_of(m) for m in modules]
+    if found:
+        raise FileRefused(f"{len(found)} modules at {location!r} in {where} (its modules are {names}): expected one")
+    raise FileRefused(f"no module {location!r} in {where}; its modules are {names}" if names else
+                      f"no module {location!r} in {where}: it has no recurrent module")
 
 
 def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:

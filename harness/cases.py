@@ -383,13 +383,19 @@ def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
 OPTION_STEPS = 6
 
 
+def options_to_get_wrong(adapter) -> list[tuple[str, str]]:
+    """(activation, options) rows a system can get wrong: each non-default activation, and each options set
+    with an option that can be dropped (a projection alone cannot: W_h has its size; its mistakes are the
+    adapters' mutations). Empty for a system with one activation and no options: no options test applies."""
+    return [(g, "") for g in adapter.activations[1:]] + [(adapter.activations[0], o) for o in adapter.options
+                                                         if set(o.split("+")) - {"", "projection"}]
+
+
 def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """One case per non-default activation and per options set a system has (each other factor at its
     first level), where each is gotten wrong (tests/equivalence/test_mutations.py): quick, the first of
     them; default, all (a converted system: the first, ``converted_once_each``); full, all in both shapes."""
-    # A projection alone cannot be dropped (W_h has its size): its mistakes are the adapters' mutations.
-    rows = [(g, "") for g in adapter.activations[1:]] + [(adapter.activations[0], o) for o in adapter.options
-                                                          if set(o.split("+")) - {"", "projection"}]
+    rows = options_to_get_wrong(adapter)
     rows = rows[:1] if depth == "quick" else converted_once_each(adapter, depth, rows)
     shapes = SHAPES if depth == "full" else SHAPES[1:]
     return in_turn([case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config,

@@ -1,9 +1,11 @@
 """``rnn-equivalence``: the suite on a user's own files, from the command line.
 
     rnn-equivalence inspect FILE [--as SYSTEM] [--json]
-    rnn-equivalence verify A B [--a-as SYSTEM] [--b-as SYSTEM] [--seed N] [--inputs X.npy [--lengths ...]]
+    rnn-equivalence verify A B [--a-as SYSTEM] [--b-as SYSTEM] [--seed N]
+                               [--inputs X.npy [--lengths N,N,... | --mask M.npy]]
                                [--run/--no-run] [--json]
-    rnn-equivalence convert FILE --to SYSTEM -o OUT [--as SYSTEM] [--seed N] [--run/--no-run] [--json]
+    rnn-equivalence convert FILE --to SYSTEM -o OUT [--module NAME] [--as SYSTEM] [--seed N] [--run/--no-run]
+                            [--json]
     rnn-equivalence compare SYSTEM_A SYSTEM_B [--depth quick|default|full] [--seed N] [--json]
 
 ``inspect`` lists every recurrent module of a weight file (``rnn_equivalence.frameworks.files``: PyTorch .pt/.pth/.bin,
@@ -15,13 +17,15 @@ system names its weights (Keras's kernel/recurrent_kernel/bias, ONNX's W/R/B, ..
 
 ``verify`` matches the recurrent modules of two files in order and settles each pair
 (``rnn_equivalence.verify``: structure, canonical parameters, the reference's runs against the derived bound,
-and each side's framework run on its own weights); a pair that differs is diagnosed
-(``rnn_equivalence.diagnose``: the porting mistakes that explain the difference).
+and each side's framework run on its own weights), on seeded inputs or the user's (``--inputs``), padded
+(``--lengths``) or masked (``--mask``: any (T, batch) 0/1 mask, holes included, as Keras's masks); a pair
+that differs is diagnosed (``rnn_equivalence.diagnose``: the porting mistakes that explain the difference).
 
 ``convert`` writes the file's recurrent module as another system's weights (``rnn_equivalence.frameworks.convert``),
 in the format OUT's suffix names (``rnn_equivalence.frameworks.files.write_weights``), reads OUT back and verifies it
 against FILE: the verdict with the derived bound. A target that cannot hold the same function
-refuses, saying why, and writes nothing.
+refuses, saying why, and writes nothing. A file of several modules (an encoder and a decoder): ``--module
+NAME`` converts the one at that location, as ``inspect`` prints it (``rnn_equivalence.frameworks.files.select``).
 
 ``compare`` answers "are these two systems the same function?" on the versions installed here: it runs
 the suite's tests for the two systems now (``rnn_equivalence.compare``) and prints Yes, No or Only if,
@@ -94,10 +98,13 @@ def inspect(file, system, as_json):
 @click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False),
               help="a .npy of inputs (T, batch, input_size) to run on instead of seeded ones")
 @click.option("--lengths", help="with --inputs: each element's real steps, comma-separated (post-padded)")
+@click.option("--mask", "mask_file", type=click.Path(dir_okay=False),
+              help="with --inputs: a .npy (or .npz) of (T, batch) booleans or 0/1, 1 on a real step; "
+                   "masked steps anywhere (holes too) leave the state as it was")
 @click.option("--layer", "layers", multiple=True, metavar="A_LOCATION=B_LOCATION",
               help="pair these modules (their locations, as inspect prints them) instead of pairing in order")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
-def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers, as_json):
+def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, mask_file, layers, as_json):
     """Whether the recurrent modules of A and B compute the same function, pair by pair."""
     from rnn_equivalence.frameworks.files import FileRefused
     from rnn_equivalence.verify import verify_modules
@@ -108,9 +115,9 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers,
     if not first or not second or len(first) != len(second):
         _refuse(f"expected the same number of recurrent modules in both files (at least one), got "
                 f"{len(first)} in {Path(a).name} and {len(second)} in {Path(b).name}")
-    inputs, steps = _user_inputs(inputs_file, lengths)
+    inputs, steps, mask = _user_inputs(inputs_file, lengths, mask_file)
     try:
-        verdicts = [verify_modules(x, y, seed, run_frameworks=run_frameworks, inputs=inputs, lengths=steps)
+        verdicts = [verify_modules(x, y, seed, run_frameworks=run_frameworks, inputs=inputs, lengths=steps, mask=mask)
                     for x, y in zip(first, second)]
     except FileRefused as error:
         _refuse(str(error))
@@ -143,20 +150,27 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, layers,
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="OUT: .npz, .safetensors (any system), .pt (PyTorch), .weights.h5 or .keras (Keras), "
                    ".onnx (ONNX), .msgpack (Flax), .ckpt (TF1)")
+@click.option("--module", "location", metavar="NAME",
+              help="convert the module at NAME (its location, as inspect prints it) of a file of several")
 @click.option("--as", "system", metavar="SYSTEM", help="read FILE as one module of SYSTEM")
 @click.option("--seed", default=0, show_default=True, help="seed of the inputs the check runs on")
 @click.option("--run/--no-run", "run_frameworks", default=True, show_default=True,
               help="also run both systems' frameworks in the check (imports them)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
-def convert(file, target, output, system, seed, run_frameworks, as_json):
+def convert(file, target, output, location, system, seed, run_frameworks, as_json):
     """FILE's recurrent module written as SYSTEM's weights to OUT, then checked against FILE."""
     from rnn_equivalence.frameworks.convert import ConversionRefused, mapping
     from rnn_equivalence.frameworks.convert import convert as convert_weights
-    from rnn_equivalence.frameworks.files import FileRefused, load_weights, read_as, write_weights
+    from rnn_equivalence.frameworks.files import FileRefused, load_weights, location_of, read_as, select, write_weights
     from rnn_equivalence.verify import verify_modules
 
     modules = _inspection(file, system).modules
-    if len(modules) > 1:  # a Keras model's stacked layers: one stack, where they stack
+    if location is not None:  # the one the user names
+        try:
+            modules = [select(modules, location, Path(file).name)]
+        except FileRefused as error:
+            _refuse(f"--module: {error}")
+    elif len(modules) > 1:  # a Keras model's stacked layers: one stack, where they stack
         from rnn_equivalence.frameworks.files import stacked
 
         try:
@@ -165,7 +179,7 @@ def convert(file, target, output, system, seed, run_frameworks, as_json):
             pass
     if len(modules) != 1:
         _refuse(f"{Path(file).name}: expected one recurrent module to convert, got {len(modules)} "
-                f"({', '.join(m.location or '(top level)' for m in modules)})")
+                f"({', '.join(map(location_of, modules))})" + ("; choose one with --module NAME" if modules else ""))
     (source,) = modules
     try:
         native = convert_weights(source.weights, source.system, target, config=source.config)
@@ -233,12 +247,13 @@ def _page_lead(system_a: str, system_b: str) -> tuple[str, str] | None:
 
 def _by_location(first: list, second: list, layers) -> tuple[list, list]:
     """The pairs ``--layer A=B`` names, each location as ``inspect`` prints it ("(top level)" for none)."""
+    from rnn_equivalence.frameworks.files import FileRefused, select
+
     def where(modules, location, side):
-        found = [m for m in modules if (m.location or "(top level)") == location]
-        if not found:
-            _refuse(f"--layer: no module {location!r} in {side}; its modules are "
-                    f"{[m.location or '(top level)' for m in modules]}")
-        return found[0]
+        try:
+            return select(modules, location, side)
+        except FileRefused as error:
+            _refuse(f"--layer: {error}")
 
     pairs = []
     for layer in layers:
@@ -249,14 +264,22 @@ def _by_location(first: list, second: list, layers) -> tuple[list, list]:
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def _user_inputs(inputs_file, lengths):
-    """--inputs (a .npy, read without pickle) and --lengths (integers), or (None, None); bad ones exit 2."""
+def _user_inputs(inputs_file, lengths, mask_file=None):
+    """--inputs (a .npy, read without pickle), --lengths (integers) and --mask (an array, read without pickle:
+    ``rnn_equivalence.verify.load_mask``), or None each; bad ones exit 2."""
     import numpy as np
+
+    from rnn_equivalence.frameworks.files import FileRefused
+    from rnn_equivalence.verify import load_mask
 
     if lengths is not None and inputs_file is None:
         _refuse("--lengths: needs --inputs (the padded batch they describe)")
+    if mask_file is not None and inputs_file is None:
+        _refuse("--mask: needs --inputs (the batch it masks)")
+    if lengths is not None and mask_file is not None:
+        _refuse("--lengths and --mask: expected one of them (both say which steps are real), got both")
     if inputs_file is None:
-        return None, None
+        return None, None, None
     try:
         inputs = np.load(inputs_file, allow_pickle=False)
     except (OSError, ValueError) as error:
@@ -265,7 +288,11 @@ def _user_inputs(inputs_file, lengths):
         steps = None if lengths is None else [int(n) for n in lengths.split(",")]
     except ValueError:
         _refuse(f"--lengths: expected comma-separated integers, got {lengths!r}")
-    return inputs, steps
+    try:
+        mask = None if mask_file is None else load_mask(mask_file)
+    except FileRefused as error:
+        _refuse(str(error))
+    return inputs, steps, mask
 
 
 def _paired(first: list, second: list) -> tuple[list, list]:

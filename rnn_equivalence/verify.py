@@ -130,9 +130,10 @@ def _dtype(cell) -> str:
     return "float32" if np.asarray(cell.W_x).dtype == np.float32 else "float64"
 
 
-def user_inputs(module, xs, lengths=None):
+def user_inputs(module, xs, lengths=None, mask=None):
     """The user's inputs (T, batch, I), checked against ``module``, and their padding: ``lengths`` of each
-    element's real steps (post-padded), or None. Refused by name where they do not fit."""
+    element's real steps (post-padded), or a ``mask`` (``user_mask``), or None. Refused by name where they
+    do not fit."""
     from rnn_equivalence.frameworks.files import FileRefused
     from rnn_equivalence.reference.padding import Padding
 
@@ -140,6 +141,10 @@ def user_inputs(module, xs, lengths=None):
     if xs.ndim != 3 or xs.shape[2] != module.input_size or xs.dtype.kind != "f" or not np.all(np.isfinite(xs)):
         raise FileRefused(f"--inputs: expected finite floats of shape (T, batch, input_size={module.input_size}), "
                           f"got {xs.dtype} of shape {xs.shape}")
+    if lengths is not None and mask is not None:
+        raise FileRefused("--lengths and --mask: expected one of them (both say which steps are real), got both")
+    if mask is not None:
+        return xs.astype(np.float64), user_mask(mask, xs.shape[0], xs.shape[1])
     if lengths is None:
         return xs.astype(np.float64), None
     padding = Padding(tuple(lengths))
@@ -148,6 +153,76 @@ def user_inputs(module, xs, lengths=None):
     except ValueError as error:
         raise FileRefused(str(error)) from None
     return xs.astype(np.float64), padding
+
+
+def load_mask(path) -> np.ndarray:
+    """The array of a mask file: a .npy, or a .npz holding one array (or one named "mask"), read with
+    ``allow_pickle=False`` (an object array is refused, never unpickled). Refused by name where it does not read."""
+    from pathlib import Path
+
+    from rnn_equivalence.frameworks.files import FileRefused
+
+    expected = "a .npy (or .npz) of booleans or 0/1 of shape (T, batch)"
+    if not Path(path).is_file():
+        raise FileRefused(f"--mask {path}: no such file: expected {expected}")
+    try:
+        with open(path, "rb") as f:
+            loaded = np.load(f, allow_pickle=False)
+            if isinstance(loaded, np.lib.npyio.NpzFile):
+                with loaded:
+                    names = loaded.files
+                    if len(names) != 1 and "mask" not in names:
+                        raise FileRefused(f"--mask {path}: expected a .npz holding one array, or one named 'mask', "
+                                          f"got {len(names)}: {names}")
+                    loaded = loaded["mask" if "mask" in names else names[0]]
+    except FileRefused:
+        raise
+    except ValueError as error:  # numpy's words for an object array, and for a file without its header
+        got = ("an object array, which is never unpickled" if "Object arrays" in str(error) else
+               "neither a .npy nor a .npz (no NumPy header; a pickle is never unpickled)" if "pickle" in str(error)
+               else f"a file that does not read as one (ValueError: {str(error).strip()[:200]})")
+        raise FileRefused(f"--mask {path}: expected {expected}, got {got}") from None
+    except Exception as error:  # noqa: BLE001 - numpy raises OSError, EOFError, BadZipFile, ...
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise FileRefused(f"--mask {path}: expected {expected}, got a file that does not read as one "
+                          f"({type(error).__name__}: {reason})") from None
+    if not isinstance(loaded, np.ndarray):  # np.load of a file it reads as neither .npy nor .npz
+        raise FileRefused(f"--mask {path}: expected {expected}, got {type(loaded).__name__}")
+    return loaded
+
+
+def user_mask(mask, steps: int, batch: int):
+    """A (T, batch) mask of the user's inputs (True or 1 on a real step, time-major as the inputs): its
+    ``rnn_equivalence.reference.padding`` form. Each element's real steps one run at the start (or at the
+    end, all alike): the ``Padding`` of their lengths, as ``--lengths`` says it; masked steps anywhere else,
+    holes included: a ``Mask``, which the reference runs over each element's real steps only (a masked
+    step leaves the state as it was). Refused by name: another shape (a (batch, T) mask, as Keras takes
+    it, is named), dtype or values, or an element with no real step."""
+    from rnn_equivalence.frameworks.files import FileRefused
+    from rnn_equivalence.reference.padding import Mask, Padding
+
+    mask = np.asarray(mask)
+    expected = f"booleans or 0/1 of shape (T, batch) = {(steps, batch)} (time-major, as --inputs)"
+    if mask.dtype.kind not in "biuf":
+        raise FileRefused(f"--mask: expected {expected}, got dtype {mask.dtype}")
+    if mask.shape != (steps, batch):
+        hint = ": a (batch, T) mask, as Keras takes it? Save its transpose (mask.T)" \
+            if mask.shape == (batch, steps) else ""
+        raise FileRefused(f"--mask: expected {expected}, got shape {mask.shape}{hint}")
+    if mask.dtype.kind != "b":
+        wrong = np.unique(mask[(mask != 0) & (mask != 1)])  # NaN too
+        if wrong.size:
+            raise FileRefused(f"--mask: expected {expected}, got values {', '.join(map(str, wrong[:5].tolist()))}"
+                              f"{', ...' if wrong.size > 5 else ''} ({mask.dtype})")
+        mask = mask == 1
+    empty = [b for b in range(batch) if not mask[:, b].any()]
+    if empty:
+        raise FileRefused(f"--mask: expected at least one real step per batch element, got none in element(s) "
+                          f"{empty}")
+    try:
+        return Padding.from_mask(mask, "--mask")
+    except ValueError:  # holes, or elements padded on different sides
+        return Mask.of(mask)
 
 
 def framework_run(module, xs, state, padding=None) -> dict:
@@ -188,8 +263,9 @@ def framework_run(module, xs, state, padding=None) -> dict:
 
 
 def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: bool = False,
-                   steps: int = STEPS, inputs=None, lengths=None) -> Verdict:
-    """``inputs``: the user's (T, batch, I) instead of seeded ones; ``lengths``: their padding (post)."""
+                   steps: int = STEPS, inputs=None, lengths=None, mask=None) -> Verdict:
+    """``inputs``: the user's (T, batch, I) instead of seeded ones; ``lengths``: their padding (post), or
+    ``mask``: their (T, batch) mask, holes included (``user_mask``)."""
     a_name, b_name = name_of(a), name_of(b)
     sa, sb = structure(a), structure(b)
     if sa != sb:
@@ -199,7 +275,7 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
     if inputs is None:
         xs, state = inputs_for(a, seed, steps)
     else:  # the user's inputs, from a zero state, as a model starts
-        xs, padding = user_inputs(a, inputs, lengths)
+        xs, padding = user_inputs(a, inputs, lengths, mask)
         state = {key: np.zeros_like(value) for key, value in inputs_for(a, seed, 1, xs.shape[1])[1].items()}
     runs = {dtype: run_ratio(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}", padding)
             for dtype in DTYPES}

@@ -4,6 +4,8 @@ only; the answer's logic is the same for every framework."""
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from rnn_equivalence.cli import main
@@ -50,9 +52,10 @@ def test_only_if_where_the_target_cannot_hold_the_weights():
     assert mapping_lines("flax-nnx-gru", "torch-gru")[1] is None  # b_hn = 0 goes anywhere
 
 
-def test_questions_the_suite_does_not_answer_exit_2():
-    for args, message in ((("torch-lstm", "torch-gru"), "expected two systems of one family; torch-lstm is lstm"),
-                          (("torch-lstm", "torch-lstmm"), "unknown system 'torch-lstmm'"),
-                          (("torch-lstm", "torch-lstm"), "expected two different systems")):
-        result = run(*args)
-        assert result.exit_code == 2 and message in result.output, result.output
+@pytest.mark.parametrize(("args", "message"), [
+    (("torch-lstm", "torch-gru"), "expected two systems of one family; torch-lstm is lstm"),
+    (("torch-lstm", "torch-lstmm"), "unknown system 'torch-lstmm'"),
+    (("torch-lstm", "torch-lstm"), "expected two different systems")])
+def test_questions_the_suite_does_not_answer_exit_2(args, message):
+    result = run(*args)
+    assert result.exit_code == 2 and message in result.output, result.output

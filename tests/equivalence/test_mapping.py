@@ -12,12 +12,20 @@ def case_in(adapter, config) -> Case:
 
 
 def test_native_weights_have_the_documented_layout(adapter, dtype):
-    for config in {*adapter.configs, adapter.mutation_config}:
+    """Every configuration's native weights have the documented shapes and the run's dtype; every
+    configuration that does not is reported, not only the first."""
+    failures = []
+    for config in dict.fromkeys([*adapter.configs, adapter.mutation_config]):
         case = case_in(adapter, config)
         native = adapter.to_native(case.stack(dtype), config)
         spec = adapter.native_spec(config, case.input_size, case.hidden_size)
-        assert {n: np.shape(v) for n, v in native.items()} == {n: s for n, (s, _) in spec.items()}, str(config)
-        assert all(np.asarray(v).dtype == np.dtype(dtype) for v in native.values()), str(config)
+        shapes, documented = {n: np.shape(v) for n, v in native.items()}, {n: s for n, (s, _) in spec.items()}
+        if shapes != documented:
+            failures.append(f"{config}: shapes {shapes}, documented {documented}")
+        dtypes = {n: str(np.asarray(v).dtype) for n, v in native.items() if np.asarray(v).dtype != np.dtype(dtype)}
+        if dtypes:
+            failures.append(f"{config}: expected {dtype}, got {dtypes}")
+    assert not failures, "\n".join(failures)
 
 
 @pytest.mark.applies_to(lambda cls: cls.own_weight_shapes is not Adapter.own_weight_shapes)

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from rnn_equivalence.frameworks.base import Adapter
-from rnn_equivalence.harness.cases import converted_once_each, mutation_cases
+from rnn_equivalence.harness.cases import converted_once_each, mutation_cases, options_to_get_wrong
 from rnn_equivalence.reference.comparison import compare_outputs
 from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE, assert_detected
 
@@ -62,6 +62,7 @@ def options_gotten_wrong(adapter, case, dtype):
 
 @pytest.mark.design("options")
 @pytest.mark.known_issues
+@pytest.mark.applies_to(lambda cls: bool(options_to_get_wrong(cls)))
 def test_options_dropped_or_confused_are_detected(adapter, case, record):
     """No option test that cannot fail: on the options design's cases (where every threshold binds),
     the system run with an option dropped, or another activation, is far from the reference."""

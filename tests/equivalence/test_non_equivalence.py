@@ -88,9 +88,12 @@ def test_exported_gru_carries_linear_before_reset_1(adapter, request):
             "https://github.com/pytorch/pytorch/issues/189225")))
     case = next(c for c in cases_for(adapter) if c.steps > 1)  # its reference test's export, reused
     adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
-    assert all(flag == 1 for flag in adapter.gru_operators()), adapter.gru_operators()
-    if not adapter.dynamo:
-        assert adapter.gru_operators(), "the legacy exporter is expected to emit the ONNX GRU operator"
+    flags = adapter.gru_operators()
+    if not flags:
+        assert adapter.dynamo, "the legacy exporter is expected to emit the ONNX GRU operator"
+        pytest.skip("the dynamo exporter decomposed the GRU: no operator carries linear_before_reset; the "
+                    "decomposed graph's equivalence tests stand on their own")
+    assert all(flag == 1 for flag in flags), flags
 
 
 # --- padded batches -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ def test_systems_agree_with_each_other(adapters, pair_case, record):
     out_a, out_b = a.run(*args), b.run(*args)
     # Cells return every h_t in one shape; c as every c_t, or the last one alone (ONNX): the common outputs.
     common = sorted(set(out_a) & set(out_b))
+    assert common, f"no output in common to compare: {sorted(out_a)} against {sorted(out_b)}"
     comparison = compare_outputs({k: out_a[k] for k in common}, {k: out_b[k] for k in common},
                                  {k: bound[k] for k in common}, f"{a.describe()} vs {b.describe()}, {case.describe(dtype)}")
     record("pair", a, other=b.name, dtype=dtype, **comparison.as_record())

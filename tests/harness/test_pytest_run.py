@@ -62,3 +62,24 @@ def test_missing_framework_under_ci_is_an_error(require_system, tmp_path):
                            env={"CI": "true"}, blocked="torch", tmp_path=tmp_path)
     assert code == pytest.ExitCode.TESTS_FAILED, out
     assert "because CI=true" in out and "SKIPPED" not in out
+
+
+EMPTY_DESIGN = '''
+import pytest
+
+@pytest.mark.design("options")
+@pytest.mark.applies_to(lambda cls: cls.name == "torch-lstm")
+def test_nothing_to_get_wrong(adapter, case):
+    pass
+'''
+
+
+def test_a_parametrisation_that_comes_out_empty_is_an_error_naming_the_test(tmp_path):
+    """A test that applies to a system but whose design gives it no case (here: the options design of a
+    system with one activation and no options) is a collection error naming the test and the system,
+    never a silent drop. The suite's conftest is loaded as a plugin (``-p conftest``) for a test file
+    outside the repository."""
+    (tmp_path / "test_empty.py").write_text(EMPTY_DESIGN)
+    code, out = run_pytest("-p", "conftest", "-o", "addopts=", "--collect-only", "-q", str(tmp_path / "test_empty.py"))
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    assert "test_nothing_to_get_wrong: no parameters for torch-lstm, a system it applies to" in out, out

@@ -59,10 +59,12 @@ def test_every_registered_name_loads_the_class_of_that_name():
     """The classes are the registry: each name leads to the class that declares it, in an adapter module."""
     from rnn_equivalence.frameworks import MODULES, adapter_class
 
-    for name in ADAPTERS:
-        cls = adapter_class(name)
-        assert cls.name == name and "name" in vars(cls), name
-        assert cls.__module__ in {f"frameworks.{m}" for m in MODULES}, (name, cls.__module__)
+    modules = {f"rnn_equivalence.frameworks.{m}" for m in MODULES}
+    assert ADAPTERS
+    wrong = [(name, adapter_class(name).__name__, adapter_class(name).__module__) for name in ADAPTERS
+             if adapter_class(name).name != name or "name" not in vars(adapter_class(name))
+             or adapter_class(name).__module__ not in modules]
+    assert not wrong, wrong
 
 
 def test_a_second_class_with_a_taken_name_is_refused():
