@@ -131,6 +131,9 @@ def pytest_configure(config):
         summary.shard = config.stash[SHARD]
         summary.conversion_cache = str(cache) if cache else ""
         config.pluginmanager.register(summary, "rnn-equivalence-summary")
+        from rnn_equivalence.harness.records import ReportWriter  # registered by pytest_plugins first: not here
+
+        config.pluginmanager.register(ReportWriter(summary), "rnn-equivalence-report")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
 

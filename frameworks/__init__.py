@@ -8,23 +8,11 @@ itself (``rnn_equivalence.frameworks.base.REGISTRY``), so the classes are the re
 
 from __future__ import annotations
 
-import importlib
 import os
 
-from rnn_equivalence.frameworks.base import REGISTRY, Adapter
-
-# The adapter modules, in the order their systems are listed. A new framework is one module here.
-MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras3", "flax_cells", "equinox_cells", "onnx_rnn", "torch_export", "tf2onnx_export", "tflite_export", "onnx2tf_export", "nobuco_export")
-for _module in MODULES:
-    importlib.import_module(f"rnn_equivalence.frameworks.{_module}")
-
-ADAPTERS = REGISTRY
-
-
-def adapter_class(name: str) -> type[Adapter]:
-    if name not in ADAPTERS:
-        raise ValueError(f"unknown system {name!r}; expected one of {', '.join(ADAPTERS)}")
-    return ADAPTERS[name]
+from rnn_equivalence.frameworks.base import Adapter
+from rnn_equivalence.frameworks.convert import ConversionRefused, convert, mapping  # NumPy only
+from rnn_equivalence.frameworks.systems import ADAPTERS, MODULES, adapter_class  # imports no framework
 
 
 def load(name: str) -> Adapter:
@@ -36,7 +24,7 @@ def load(name: str) -> Adapter:
     """
     cls = adapter_class(name)
     if any(os.environ.get(key) != value for key, value in cls.process_env.items()):
-        from rnn_equivalence.frameworks.child import InChildProcess
+        from rnn_equivalence.frameworks.child import InChildProcess  # imports no framework
 
         cls = type(f"{cls.__name__}InChildProcess", (InChildProcess, cls), {})
     adapter = cls()
@@ -44,6 +32,4 @@ def load(name: str) -> Adapter:
     return adapter
 
 
-from rnn_equivalence.frameworks.convert import ConversionRefused, convert, mapping  # noqa: E402  (NumPy only)
-
-__all__ = ["ADAPTERS", "Adapter", "ConversionRefused", "adapter_class", "convert", "load", "mapping"]
+__all__ = ["ADAPTERS", "MODULES", "Adapter", "ConversionRefused", "adapter_class", "convert", "load", "mapping"]

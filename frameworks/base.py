@@ -38,7 +38,7 @@ from rnn_equivalence.frameworks.mapping import (  # noqa: F401  (re-exported: th
     Mapping, Native, NativeSpec, check_native, gates_text, reorder_gates, without_held_zero_biases,
 )
 from rnn_equivalence.frameworks.plan import TestPlan
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.config import CELL, NO_BIAS, LayerConfig  # noqa: F401  (re-exported)
 from rnn_equivalence.reference.padding import HOLES, Padding
 from rnn_equivalence.reference.params import GATED, GATES, activation_names

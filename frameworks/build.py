@@ -99,7 +99,7 @@ def _keras(system, native, stack, config, g):
 
 
 def _onnx(system, native, stack, config, g):
-    from rnn_equivalence.frameworks import adapter_class
+    from rnn_equivalence.frameworks.systems import adapter_class
 
     adapter = adapter_class(system)()
     adapter.start()  # imports onnx (and the system's runtime)
@@ -118,7 +118,7 @@ def _onnx(system, native, stack, config, g):
 
 
 def _flax(system, native, stack, g):
-    from rnn_equivalence.frameworks import adapter_class
+    from rnn_equivalence.frameworks.systems import adapter_class
 
     adapter = adapter_class(system)()
     adapter.start()  # imports jax and flax, float64 switched on

@@ -131,7 +131,7 @@ def main() -> None:
     channel_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     channel_in = sys.stdin.buffer
-    from rnn_equivalence.frameworks import adapter_class
+    from rnn_equivalence.frameworks.systems import adapter_class
 
     adapters = {}
     while (request := _receive(channel_in)) is not None:

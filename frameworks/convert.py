@@ -29,7 +29,7 @@ class ConversionRefused(ValueError):
 
 def mapping(system: str | type[Mapping]) -> Mapping:
     """The mapping of a system, by name (``frameworks.ADAPTERS``) or class: its framework not imported."""
-    from rnn_equivalence.frameworks import adapter_class  # the registry; importing it imports no framework
+    from rnn_equivalence.frameworks.systems import adapter_class  # the registry; importing it imports no framework
 
     cls = adapter_class(system) if isinstance(system, str) else system
     return cls()

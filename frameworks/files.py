@@ -514,7 +514,7 @@ def _read_keras(location: str, directions: list[dict[str, np.ndarray]], implemen
     bias = directions[0].get("bias")
     before = family == "gru" and bias is not None and np.ndim(bias) == 1
     member = ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "") + "-rnn"
-    from rnn_equivalence.frameworks import ADAPTERS  # the registry (no framework imported)
+    from rnn_equivalence.frameworks.systems import ADAPTERS  # the registry (no framework imported)
 
     # Keras 2's gated layers are no systems of the suite: their layout is Keras 3's, whose mapping reads them.
     system = implementation + member if implementation + member in ADAPTERS else "keras-tf" + member

@@ -43,7 +43,7 @@ from rnn_equivalence.frameworks.base import (
     swapped_names, transposed,
 )
 from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.params import GATED
 from rnn_equivalence.reference.stack import DIRECTIONS
 

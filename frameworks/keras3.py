@@ -52,7 +52,7 @@ from rnn_equivalence.frameworks.base import (
     reorder_gates, scaled, swapped, swapped_gates, swapped_names, transposed,
 )
 from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import HOLES
 from rnn_equivalence.reference.params import GATED, GATES
 from rnn_equivalence.reference.stack import DIRECTIONS, StackParams

@@ -25,7 +25,7 @@ import numpy as np
 from rnn_equivalence.frameworks.base import LayerConfig, Native, distribution_version, import_framework
 from rnn_equivalence.frameworks.converted import weights_digests
 from rnn_equivalence.frameworks.keras3 import MASK_VALUE, KerasLayer
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 
 
 EMBEDDING = "embedding.embeddings"  # the mask_zero Embedding's table, among the model's variables

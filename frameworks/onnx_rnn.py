@@ -62,7 +62,7 @@ from rnn_equivalence.frameworks.base import (
     CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
     states_with_last_c,
 )
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.params import GATED, activation_names
 from rnn_equivalence.reference.stack import StackParams

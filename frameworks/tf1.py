@@ -27,7 +27,7 @@ from rnn_equivalence.frameworks.base import (
     Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates,
     scaled, swapped, swapped_gates, transposed,
 )
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.params import GATED, GATES, CellParams
 
 # Canonical activation names -> the name a TF1 cell's ``activation`` argument takes; the cell

@@ -16,7 +16,7 @@ import numpy as np
 from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.harness.depth import design
 from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import HOLES, Mask, Padding
 from rnn_equivalence.reference.params import projection_size, random_inputs, random_state
 from rnn_equivalence.reference.stack import StackParams, run_stack

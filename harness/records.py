@@ -14,7 +14,9 @@ import pytest
 
 from rnn_equivalence.frameworks import adapter_class
 from rnn_equivalence.frameworks.converted import take_counts
-from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY
+from rnn_equivalence.harness.report import write
+from rnn_equivalence.harness.shards import write_part
+from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY, peak_rss_gib
 
 
 def family_of(system: str) -> str:
@@ -82,16 +84,29 @@ def record(request):
     return record
 
 
-def peak_rss_gib() -> dict[str, float]:
-    """This process's peak resident memory in GiB (Linux: ``ru_maxrss`` in KiB). Its children's is not
-    said: a forked child starts with its parent's figure, so theirs would repeat the parent's."""
-    import resource
-
-    return {"process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
-
-
 def pytest_sessionfinish(session):
     """An xdist worker hands its peak memory to the controller (``Summary.pytest_testnodedown``)."""
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["rnn_equivalence_peak_rss"] = peak_rss_gib()
+
+
+class ReportWriter:
+    """A pytest plugin, registered on the controller beside ``Summary`` (conftest.py): at the end of the run,
+    the summary's report written to ``--equivalence-report=DIR``, or, in a sharded run, its part
+    (``rnn_equivalence.harness.shards``). Apart from ``Summary``, which gathers and prints and writes nothing,
+    so that the summary sits below the report and the shards that read it."""
+
+    def __init__(self, summary):
+        self.summary = summary
+
+    @pytest.hookimpl(trylast=True)  # after the summary's table
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        summary = self.summary
+        if summary.report_dir and summary.shard:
+            where = write_part(summary, summary.report_dir)
+            terminalreporter.write_line(f"equivalence report part: {where} (merge the parts: python -m "
+                                        f"rnn_equivalence.harness.shards merge DIR/part-*.json --output DIR)")
+        elif summary.report_dir:
+            where = write(summary, summary.names, summary.report_dir)
+            terminalreporter.write_line(f"equivalence report: {where / 'EQUIVALENCE.md'}, {where / 'equivalence.json'}")

@@ -185,3 +185,4 @@ def write(summary, names, directory, command: str | None = None, env: dict | Non
     (directory / "equivalence.json").write_text(json.dumps(report, indent=2) + "\n")
     (directory / "EQUIVALENCE.md").write_text(markdown(report))
     return directory
+

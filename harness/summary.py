@@ -137,6 +137,14 @@ class Row:
         return f"{self.worst_ratio:.3f}"
 
 
+def peak_rss_gib() -> dict[str, float]:
+    """This process's peak resident memory in GiB (Linux: ``ru_maxrss`` in KiB). Its children's is not
+    said: a forked child starts with its parent's figure, so theirs would repeat the parent's."""
+    import resource
+
+    return {"process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
 class Summary:
     """A pytest plugin, registered on the controller only: gathers records, prints the table."""
 
@@ -201,8 +209,6 @@ class Summary:
 
     def pytest_sessionfinish(self, session) -> None:
         if not self.peak_rss and not hasattr(session.config, "workerinput"):  # no workers: this process ran them
-            from rnn_equivalence.harness.records import peak_rss_gib
-
             self.peak_rss["main"] = peak_rss_gib()
 
     def cost_text(self) -> str:
@@ -223,17 +229,6 @@ class Summary:
         if self.systems or self.pairs or self.non_equivalences:
             terminalreporter.section("equivalence summary")
             (self.render if self.mode == "full" else self.render_compact)(terminalreporter.write_line)
-        if self.report_dir and self.shard:
-            from rnn_equivalence.harness.shards import write_part
-
-            where = write_part(self, self.report_dir)
-            terminalreporter.write_line(f"equivalence report part: {where} (merge the parts: python -m rnn_equivalence.harness.shards "
-                                        f"merge DIR/part-*.json --output DIR)")
-        elif self.report_dir:
-            from rnn_equivalence.harness.report import write
-
-            where = write(self, self.names, self.report_dir)
-            terminalreporter.write_line(f"equivalence report: {where / 'EQUIVALENCE.md'}, {where / 'equivalence.json'}")
 
     def _complete_rows(self) -> None:
         for row in self.systems.values():  # rows holding only known issues lack these

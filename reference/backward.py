@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.reference.equations import Exact, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401 (Exact: rnn_equivalence.reference.backward.Exact)
-from rnn_equivalence.reference.cells import state_keys
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.stack import StackParams, _concatenate, _stack, reading_plan
 

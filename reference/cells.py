@@ -11,12 +11,8 @@ import numpy as np
 
 from rnn_equivalence.reference.activations import activation
 from rnn_equivalence.reference.gated import clip, gru_step, lstm_step
-from rnn_equivalence.reference.params import CellParams
+from rnn_equivalence.reference.params import CellParams, check_sequence
 from rnn_equivalence.reference.rnn import split_step
-
-
-def state_keys(family: str) -> tuple[str, ...]:
-    return ("h", "c") if family == "lstm" else ("h",)
 
 
 def step(p: CellParams, x, state: dict) -> dict:
@@ -30,31 +26,6 @@ def step(p: CellParams, x, state: dict) -> dict:
         h, c = lstm_step(p, x, state["h"], state["c"])
         return {"h": h, "c": c}
     return {"h": gru_step(p, x, state["h"])}
-
-
-def check_sequence(p: CellParams, xs, state):
-    """``xs`` as an array and the state as a dict of (batch, H) arrays (zeros where not given),
-    or an error naming the argument, what was expected and what was received."""
-    xs = np.asarray(xs)
-    if xs.ndim != 3 or xs.shape[2] != p.input_size:
-        raise ValueError(f"xs: expected shape (T, batch, I) with I={p.input_size}, got {xs.shape}")
-    if xs.dtype != p.dtype:
-        raise TypeError(f"xs: expected dtype {p.dtype} (the parameters' dtype), got {xs.dtype}")
-    checked = {}
-    for key in state_keys(p.family):
-        expected = (xs.shape[1], p.state_size(key))
-        value = None if state is None else state.get(key)
-        if value is None:
-            checked[key] = np.zeros(expected, p.dtype)
-            continue
-        value = np.asarray(value)
-        if value.shape != expected:
-            size = "P" if p.state_size(key) != p.hidden_size else "H"
-            raise ValueError(f"{key}0: expected shape (batch, {size}) = {expected}, got {value.shape}")
-        if value.dtype != p.dtype:
-            raise TypeError(f"{key}0: expected dtype {p.dtype} (the parameters' dtype), got {value.dtype}")
-        checked[key] = value
-    return xs, checked
 
 
 def sequence(p: CellParams, xs, state=None) -> dict:

@@ -1,10 +1,13 @@
-"""The one comparison helper: measured error against the bound from ``rnn_equivalence.reference.tolerance``."""
+"""The one comparison helper: measured error against the bound from ``rnn_equivalence.reference.tolerance``;
+and two parameter stacks' references against each other (``compare_references``)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
 
 
 class BoundExceeded(AssertionError):
@@ -89,3 +92,15 @@ def assert_dtype(actual: dict, dtype: str, who: str) -> None:
     wrong = {key: str(value.dtype) for key, value in actual.items() if value.dtype != np.dtype(dtype)}
     if wrong:
         raise AssertionError(f"{who} returned {wrong}, not {dtype}")
+
+
+def compare_references(stack_a, stack_b, xs, state, dtype: str, what: str, padding=None) -> Comparison:
+    """Two parameter stacks' reference outputs against each other: |ref(a) - ref(b)| against
+    bound_a + bound_b in ``dtype`` (each the reference's own rounding in that dtype), the worst output.
+    ``stack_b`` may be its (reference, bound) already computed, for a module compared with many.
+    ``padding``: a padded batch's lengths (``rnn_equivalence.reference.padding.Padding``), padded steps
+    reported as zeros on both sides (the function on the real steps is what is compared)."""
+    exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype, padding=padding)
+    exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else \
+        reference_and_bound(stack_b, xs, state, dtype, padding=padding)
+    return compare_outputs(exact_b, exact_a, pair_bound(bound_a, bound_b), what)

@@ -359,3 +359,34 @@ def random_state(shape, seed, dtype=np.float64) -> np.ndarray:
     """A seeded initial state, exactly float32 values in [-0.5, 0.5)."""
     rng = np.random.default_rng([*np.atleast_1d(seed), 2])
     return rng.uniform(-0.5, 0.5, shape).astype(np.float32).astype(dtype)
+
+
+# --- a sequence's arguments, checked (rnn_equivalence.reference.cells and .rnn run sequences) ---------------
+
+def state_keys(family: str) -> tuple[str, ...]:
+    return ("h", "c") if family == "lstm" else ("h",)
+
+
+def check_sequence(p: CellParams, xs, state):
+    """``xs`` as an array and the state as a dict of (batch, H) arrays (zeros where not given),
+    or an error naming the argument, what was expected and what was received."""
+    xs = np.asarray(xs)
+    if xs.ndim != 3 or xs.shape[2] != p.input_size:
+        raise ValueError(f"xs: expected shape (T, batch, I) with I={p.input_size}, got {xs.shape}")
+    if xs.dtype != p.dtype:
+        raise TypeError(f"xs: expected dtype {p.dtype} (the parameters' dtype), got {xs.dtype}")
+    checked = {}
+    for key in state_keys(p.family):
+        expected = (xs.shape[1], p.state_size(key))
+        value = None if state is None else state.get(key)
+        if value is None:
+            checked[key] = np.zeros(expected, p.dtype)
+            continue
+        value = np.asarray(value)
+        if value.shape != expected:
+            size = "P" if p.state_size(key) != p.hidden_size else "H"
+            raise ValueError(f"{key}0: expected shape (batch, {size}) = {expected}, got {value.shape}")
+        if value.dtype != p.dtype:
+            raise TypeError(f"{key}0: expected dtype {p.dtype} (the parameters' dtype), got {value.dtype}")
+        checked[key] = value
+    return xs, checked

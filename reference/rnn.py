@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.reference.activations import activation
-from rnn_equivalence.reference.params import CellParams
+from rnn_equivalence.reference.params import CellParams, check_sequence
 
 FORMULAS = ("concatenated", "split")
 
@@ -57,8 +57,6 @@ def rnn_sequence(params: CellParams, xs, h0=None, formula="split") -> np.ndarray
 
     ``xs`` is (T, batch, I); ``formula`` is "concatenated" or "split"; g is the cell's activation.
     """
-    from rnn_equivalence.reference.cells import check_sequence
-
     if formula not in FORMULAS:
         raise ValueError(f"unknown formula {formula!r}; expected one of {FORMULAS}")
     if params.family != "rnn":

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rnn_equivalence.reference.cells import sequence, state_keys
+from rnn_equivalence.reference.cells import sequence
+from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import PADDED_OUTPUTS, Padding
 from rnn_equivalence.reference.params import CellParams, projection_size
 

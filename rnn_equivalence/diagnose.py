@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rnn_equivalence.reference.tolerance import reference_and_bound
-from rnn_equivalence.verify import run_ratio
+from rnn_equivalence.reference.comparison import compare_references
 from rnn_equivalence.reference.params import GATES
 from rnn_equivalence.reference.stack import StackParams
 
@@ -131,10 +131,10 @@ def mistakes(stack: StackParams):
 def explain(a, b, xs, state, padding=None) -> list[Explanation]:
     """The mistakes that, applied to ``a``, give ``b``'s function within the bound, best first."""
     target = reference_and_bound(b.params, xs, state, "float32", padding=padding)  # b's, once
-    before = run_ratio(a.params, target, xs, state, "float32", "before", padding).ratio
+    before = compare_references(a.params, target, xs, state, "float32", "before", padding).ratio
     found = []
     for what, change in mistakes(a.params):
-        after = run_ratio(change(a.params), target, xs, state, "float32", what, padding).ratio
+        after = compare_references(change(a.params), target, xs, state, "float32", what, padding).ratio
         if after <= 1.0:
             found.append(Explanation(what, after, before))
     return sorted(found, key=lambda e: e.ratio_after)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rnn_equivalence.reference.comparison import Comparison, compare_outputs
+from rnn_equivalence.reference.comparison import Comparison, compare_outputs, compare_references
 from rnn_equivalence.reference.tolerance import UNIT_ROUNDOFF, pair_bound, reference_and_bound
 from rnn_equivalence.reference.config import LayerConfig
 from rnn_equivalence.reference.params import random_inputs, random_state
@@ -84,17 +84,6 @@ def inputs_for(module, seed: int = 0, steps: int = STEPS, batch: int = BATCH):
     if module.family == "lstm":
         state["c"] = random_state((LD, batch, module.hidden_size), [seed, 4], np.float64)
     return random_inputs(steps, batch, module.input_size, seed, np.float64), state
-
-
-def run_ratio(stack_a, stack_b, xs, state, dtype: str, what: str, padding=None) -> Comparison:
-    """|ref(a) - ref(b)| against bound_a + bound_b in ``dtype``, the worst output. ``stack_b`` may be
-    its (reference, bound) already computed, for a module compared with many. ``padding``: a padded
-    batch's lengths (``rnn_equivalence.reference.padding.Padding``), padded steps reported as zeros on both sides (the
-    function on the real steps is what is compared)."""
-    exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype, padding=padding)
-    exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else \
-        reference_and_bound(stack_b, xs, state, dtype, padding=padding)
-    return compare_outputs(exact_b, exact_a, pair_bound(bound_a, bound_b), what)
 
 
 def parameter_differences(a, b) -> list[str]:
@@ -277,7 +266,7 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
     else:  # the user's inputs, from a zero state, as a model starts
         xs, padding = user_inputs(a, inputs, lengths, mask)
         state = {key: np.zeros_like(value) for key, value in inputs_for(a, seed, 1, xs.shape[1])[1].items()}
-    runs = {dtype: run_ratio(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}", padding)
+    runs = {dtype: compare_references(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}", padding)
             for dtype in DTYPES}
     parameters = parameter_differences(a, b)
     equivalent = runs["float32"].equivalent

@@ -1,0 +1,26 @@
+"""Every system, found by name: the adapter modules imported (each class that sets ``name`` registers
+itself in ``rnn_equivalence.frameworks.base.REGISTRY``), and the lookup. Importing this imports no framework.
+
+Below ``convert``, ``build``, ``files`` and ``child``, which look systems up by name; the package's
+``__init__`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from rnn_equivalence.frameworks.base import REGISTRY, Adapter
+
+# The adapter modules, in the order their systems are listed. A new framework is one module here.
+MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras3", "flax_cells", "equinox_cells", "onnx_rnn",
+           "torch_export", "tf2onnx_export", "tflite_export", "onnx2tf_export", "nobuco_export")
+for _module in MODULES:
+    importlib.import_module(f"{__package__}.{_module}")
+
+ADAPTERS = REGISTRY  # the registry, filled by the imports above: name -> adapter class
+
+
+def adapter_class(name: str) -> type[Adapter]:
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown system {name!r}; expected one of {', '.join(ADAPTERS)}")
+    return ADAPTERS[name]
