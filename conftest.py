@@ -19,7 +19,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from rnn_equivalence.frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
-from rnn_equivalence.frameworks import converted  # noqa: E402  (NumPy only)
+from rnn_equivalence.frameworks import conversion_cache  # noqa: E402  (NumPy only)
 from rnn_equivalence.frameworks.base import distribution_version  # noqa: E402
 from rnn_equivalence.harness import selection as selection_mod  # noqa: E402
 from rnn_equivalence.harness import schedule, shards  # noqa: E402
@@ -67,8 +67,8 @@ def pytest_addoption(parser):
     parser.addoption(
         "--no-conversion-cache", action="store_true", default=False,
         help=f"convert every converted system's model afresh: neither read nor write the cache of converted models "
-             f"kept across runs (rnn_equivalence.frameworks.converted; also ${converted.OFF_VAR}=1; its directory: "
-             f"${converted.CACHE_VAR}, else the user's cache directory)",
+             f"kept across runs (rnn_equivalence.frameworks.conversion_cache; also ${conversion_cache.OFF_VAR}=1; its directory: "
+             f"${conversion_cache.CACHE_VAR}, else the user's cache directory)",
     )
     parser.addoption(
         "--equivalence-summary", default="compact", choices=("compact", "full"),
@@ -176,13 +176,13 @@ def _share_jax_compilations(config):
 
 
 def _conversion_cache(config):
-    """The directory of the converted models kept across runs (``rnn_equivalence.frameworks.converted``), checked before
+    """The directory of the converted models kept across runs (``rnn_equivalence.frameworks.conversion_cache``), checked before
     any test, or None where ``--no-conversion-cache`` or the environment turns it off. The option is
     passed on as the environment variable, which the workers and their children inherit (and read)."""
     if config.getoption("--no-conversion-cache"):
-        os.environ[converted.OFF_VAR] = "1"
+        os.environ[conversion_cache.OFF_VAR] = "1"
     try:
-        return converted.check_cache_directory()
+        return conversion_cache.check_cache_directory()
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
 
@@ -206,7 +206,7 @@ def pytest_report_header(config):
         for dist in adapter_class(name).distributions:
             versions[dist] = distribution_version(dist)
     policy = "error" if selection.missing_is_error else "skip with reason"
-    cache = converted.cache_directory()
+    cache = conversion_cache.cache_directory()
     return [
         "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"rnn-equivalence: frameworks {', '.join(selection.names)}; "
@@ -214,7 +214,7 @@ def pytest_report_header(config):
         f"rnn-equivalence: platform {platform.platform()}, {platform.machine()}",
         "rnn-equivalence: depth {}, seed {}".format(*config.stash[DESIGN]),
         f"rnn-equivalence: converted models cached in {cache}" if cache else
-        f"rnn-equivalence: conversion cache off (--no-conversion-cache or {converted.OFF_VAR}=1)",
+        f"rnn-equivalence: conversion cache off (--no-conversion-cache or {conversion_cache.OFF_VAR}=1)",
     ]
 
 

@@ -8,7 +8,7 @@ Times, ``--runs`` times each and reporting the median:
   and every Keras child process, pays once);
 - the README's test command, ``pytest -n auto --equivalence-report=DIR``, at the default depth
   from a cold cache (a new, empty user cache directory: ``XDG_CACHE_HOME``, where the converted
-  models and JAX's compilations are kept, ``rnn_equivalence.frameworks.converted``) and warm (the same directory
+  models and JAX's compilations are kept, ``rnn_equivalence.frameworks.conversion_cache``) and warm (the same directory
   again, right after: the second run on the same versions), at the quick depth (cold), and
   (``--full``) once at full depth (cold), and, with ``--before REV``, the
   suite of an earlier commit, interleaved with this tree's (whole

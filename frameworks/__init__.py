@@ -3,7 +3,7 @@
 ``convert`` (``rnn_equivalence.frameworks.convert``) turns one system's weights into another's with NumPy alone.
 
 The adapter modules import only NumPy; each class that sets ``name`` registers
-itself (``rnn_equivalence.frameworks.base.REGISTRY``), so the classes are the registry.
+itself (``rnn_equivalence.frameworks.base.ADAPTERS``), so the classes are the registry.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Frameworks are imported in ``start`` (``frameworks.load`` calls it), never at mo
 level nor on instantiation, so that importing ``frameworks`` and using a system's mapping
 is free, and a missing framework breaks only its own adapters. The methods that touch the
 framework are the ``Runner`` protocol below, which is also what a child process serves
-(``rnn_equivalence.frameworks.child``). Every class that sets ``name`` registers itself (``REGISTRY``):
+(``rnn_equivalence.frameworks.child``). Every class that sets ``name`` registers itself (``ADAPTERS``):
 there is no second list of names.
 """
 
@@ -44,7 +44,7 @@ from rnn_equivalence.reference.padding import HOLES, Padding
 from rnn_equivalence.reference.params import GATED, GATES, activation_names
 from rnn_equivalence.reference.stack import StackParams
 
-REGISTRY: dict[str, type] = {}
+ADAPTERS: dict[str, type] = {}  # the registry: each class that sets ``name``, by its name (rnn_equivalence.frameworks.systems)
 # The hyperparameters of each optimizer the suite steps with (``Adapter.optimizer_step``), by its names.
 OPTIMIZER_ARGUMENTS = {"sgd": ("learning_rate",), "adam": ("learning_rate", "beta_1", "beta_2", "epsilon")}
 
@@ -117,8 +117,8 @@ class Adapter(TestPlan, Mapping):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
-            if cls.name in REGISTRY:
-                raise TypeError(f"adapter name {cls.name!r} is taken by {REGISTRY[cls.name].__qualname__}")
+            if cls.name in ADAPTERS:
+                raise TypeError(f"adapter name {cls.name!r} is taken by {ADAPTERS[cls.name].__qualname__}")
             if cls.family not in GATES:
                 raise TypeError(f"{cls.__qualname__}: family must be one of {sorted(GATES)}, got {cls.family!r}")
             if cls.family != "rnn" and cls.activations == Adapter.activations:
@@ -126,7 +126,7 @@ class Adapter(TestPlan, Mapping):
             cls.supported_options = frozenset(name for names in cls.options for name in names.split("+") if name)
             if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
                 cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
-            REGISTRY[cls.name] = cls
+            ADAPTERS[cls.name] = cls
 
     def start(self) -> None:
         """Import the framework (each adapter's own ``start`` calls ``import_framework``); until then

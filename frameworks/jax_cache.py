@@ -11,7 +11,7 @@ loaded is the executable XLA made for the same program, so the arithmetic is the
 weights and inputs are arguments, never part of an entry.
 
 Where: ``<the user's cache directory>/rnn-equivalence/jax`` (``platformdirs``, which honours
-``XDG_CACHE_HOME``), beside the converted models' (``rnn_equivalence.frameworks.converted``). Off with
+``XDG_CACHE_HOME``), beside the converted models' (``rnn_equivalence.frameworks.conversion_cache``). Off with
 ``RNN_EQ_NO_CONVERSION_CACHE=1`` (pytest's ``--no-conversion-cache``), the one switch for what the
 suite keeps across runs: JAX's settings are then left as they are (conftest.py gives a run's processes
 a cache of their own, removed at its end).
@@ -23,7 +23,7 @@ import os
 import warnings
 from pathlib import Path
 
-from rnn_equivalence.frameworks.converted import OFF_VAR, cache_enabled
+from rnn_equivalence.frameworks.conversion_cache import OFF_VAR, cache_enabled
 
 SUBDIRECTORY = "jax"
 # Every compile is written, the smallest too (JAX's default threshold is 1 s, which most of the suite's

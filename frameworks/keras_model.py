@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rnn_equivalence.frameworks.base import LayerConfig, Native, distribution_version, import_framework
-from rnn_equivalence.frameworks.converted import weights_digests
-from rnn_equivalence.frameworks.keras3 import MASK_VALUE, KerasLayer
+from rnn_equivalence.frameworks.conversion_cache import weights_digests
+from rnn_equivalence.frameworks.keras_adapters import MASK_VALUE, KerasLayer
 from rnn_equivalence.reference.params import state_keys
 
 
@@ -71,7 +71,7 @@ class KerasModelExport(KerasLayer):
         self.tf = import_framework("tensorflow", self.name)
 
     def versions(self) -> dict[str, str]:
-        """The Keras and its backend (``KerasFamily``), and the converter and runtime that ran the model."""
+        """The Keras and its backend (``KerasImplementation``), and the converter and runtime that ran the model."""
         return {**super().versions(), **{d: distribution_version(d) for d in self.distributions}}
 
     def input_names(self, state, config: LayerConfig) -> list[str]:
@@ -146,7 +146,7 @@ class KerasModelExport(KerasLayer):
         return names + ["output"]
 
     def conversion_key(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> tuple:
-        """What the converted model depends on (``rnn_equivalence.frameworks.converted``): the structure, the batch the
+        """What the converted model depends on (``rnn_equivalence.frameworks.conversion_cache``): the structure, the batch the
         model fixes (None: any) and the weights' values."""
         return (repr(self.structure_key(native, xs, state, config, g)), batch,
                 weights_digests(self.model_weights(native, xs, config)))

@@ -46,7 +46,7 @@ def load_parameters(torch, module, native: Native) -> None:
             getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
-class TorchMapping(Adapter):
+class TorchAdapter(Adapter):
     """The renaming above, for one cell whose names end in ``tag``."""
 
     distributions = ("torch",)
@@ -149,7 +149,7 @@ class TorchMapping(Adapter):
         return {name: weight.detach().numpy() for name, weight in zip(native, weights)}
 
 
-class TorchCell(TorchMapping):
+class TorchCell(TorchAdapter):
     def forward(self, native: Native, xs, state, config, g: str, padding=None, requires_grad: bool = False):
         torch = self.torch
         if padding is not None:
@@ -236,7 +236,7 @@ class TorchGRUCell(TorchCell):
     }
 
 
-class TorchLayer(TorchMapping):
+class TorchLayer(TorchAdapter):
     """``nn.RNN``, ``nn.LSTM``, ``nn.GRU``: the cell's names suffixed per layer and direction."""
 
     layer = True

@@ -1,5 +1,5 @@
 """Every system, found by name: the adapter modules imported (each class that sets ``name`` registers
-itself in ``rnn_equivalence.frameworks.base.REGISTRY``), and the lookup. Importing this imports no framework.
+itself in ``rnn_equivalence.frameworks.base.ADAPTERS``), and the lookup. Importing this imports no framework.
 
 Below ``convert``, ``build``, ``files`` and ``child``, which look systems up by name; the package's
 ``__init__`` re-exports it.
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import importlib
 
-from rnn_equivalence.frameworks.base import REGISTRY, Adapter
+from rnn_equivalence.frameworks.base import ADAPTERS, Adapter  # ADAPTERS: name -> class, filled by the imports below
 
 # The adapter modules, in the order their systems are listed. A new framework is one module here.
-MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras3", "flax_cells", "equinox_cells", "onnx_rnn",
+MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras_adapters", "flax_cells", "equinox_cells", "onnx_rnn",
            "torch_export", "tf2onnx_export", "tflite_export", "onnx2tf_export", "nobuco_export")
 for _module in MODULES:
     importlib.import_module(f"{__package__}.{_module}")
 
-ADAPTERS = REGISTRY  # the registry, filled by the imports above: name -> adapter class
 
 
 def adapter_class(name: str) -> type[Adapter]:

@@ -1,7 +1,7 @@
 """``tf2onnx.convert.from_keras`` of Keras 2 (``tf_keras``) ``SimpleRNN``, ``LSTM`` and ``GRU`` layers,
 stacked and bidirectional, run in ONNX Runtime.
 
-The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping (``KerasLayer``), unchanged,
 named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that the converted model
 computes what the Keras layers and the reference compute. The model converted is the functional
 ``tf_keras.Model`` a user writes around the layers (``rnn_equivalence.frameworks.keras_model``), with any batch size.
@@ -23,8 +23,8 @@ CPU kernels refuse double (a test). No gradients (an ONNX graph run in ONNX Runt
 from __future__ import annotations
 
 from rnn_equivalence.frameworks.base import LayerConfig, Native, import_framework
-from rnn_equivalence.frameworks.converted import converted_once
-from rnn_equivalence.frameworks.keras3 import TF_KERAS, KerasLayer, system_attributes
+from rnn_equivalence.frameworks.conversion_cache import converted_once
+from rnn_equivalence.frameworks.keras_adapters import TF_KERAS, KerasLayer, system_attributes
 from rnn_equivalence.frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
 from rnn_equivalence.reference.params import GATED
 
@@ -68,7 +68,7 @@ class Tf2OnnxConverted(KerasModelExport):
 
     def convert(self, native: Native, xs, state, config: LayerConfig, g: str) -> bytes:
         """The serialized ONNX model tf2onnx converts of the functional model around the layers holding
-        ``native`` (any batch size), once per model (``rnn_equivalence.frameworks.converted``)."""
+        ``native`` (any batch size), once per model (``rnn_equivalence.frameworks.conversion_cache``)."""
         def convert() -> bytes:
             model, specs, _ = self.functional_model(native, xs, state, config, g)
             proto, _ = self.tf2onnx.convert.from_keras(model, input_signature=specs, opset=OPSET)

@@ -2,7 +2,7 @@
 layers, stacked and bidirectional, converted by ``tf.lite.TFLiteConverter`` with TFLite's builtin ops
 only, and run in LiteRT's interpreter (``ai_edge_litert``) with its default delegate (XNNPACK).
 
-The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras3``'s layer mapping (``KerasLayer``), unchanged,
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping (``KerasLayer``), unchanged,
 in the functional model a user writes around the layers (``rnn_equivalence.frameworks.keras_model``).
 
 What a user calls, and what it takes (measured with TensorFlow 2.21, tests/equivalence/test_converters.py
@@ -33,8 +33,8 @@ import contextlib
 import io
 
 from rnn_equivalence.frameworks.base import LayerConfig, Native, import_framework
-from rnn_equivalence.frameworks.converted import converted_once
-from rnn_equivalence.frameworks.keras3 import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
+from rnn_equivalence.frameworks.conversion_cache import converted_once
+from rnn_equivalence.frameworks.keras_adapters import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
 from rnn_equivalence.frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
 from rnn_equivalence.reference.params import GATED
 

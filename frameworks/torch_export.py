@@ -33,7 +33,7 @@ from rnn_equivalence.frameworks.base import (
     CELL, LayerConfig, Native, import_framework, scaled, states_with_last_c, swapped_names,
     transposed,
 )
-from rnn_equivalence.frameworks.converted import converted_once, weights_digests
+from rnn_equivalence.frameworks.conversion_cache import converted_once, weights_digests
 from rnn_equivalence.frameworks.pytorch import TorchLayer, TorchRNN
 
 MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
@@ -121,7 +121,7 @@ class Exported(TorchLayer):
         """The export, made once per model: an export takes seconds (dynamo unrolls all T steps).
 
         The model depends on the weights, the configuration, the activation and the inputs' shapes,
-        not on the inputs' values (``rnn_equivalence.frameworks.converted``). A padded batch's model takes the lengths
+        not on the inputs' values (``rnn_equivalence.frameworks.conversion_cache``). A padded batch's model takes the lengths
         as an input (``names``): one model for any lengths.
         """
         # The versions (onnx's among them: ``converter_distributions``) are added by ``converted_once``.

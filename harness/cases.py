@@ -429,7 +429,7 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
              for i, (config, g, (I, H)) in enumerate(rows)]
     lengths = lambda config: tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
     # A padded configuration keeps its own initial state: Keras's Masking layer drops the mask when an
-    # initial state is given (frameworks/keras3.py), so that configuration declares none.
+    # initial state is given (frameworks/keras_adapters.py), so that configuration declares none.
     cases += [case_of(adapter, *SHAPES[1], len(LENGTHS), PADDED_STEPS, seed * 10_000 + 950 + i,
                       config, padding=padding_of(lengths(config), side))
               for i, (config, side) in enumerate(padded)]
@@ -475,8 +475,8 @@ def _bound(case: Case, dtype: str) -> dict:
 @lru_cache(maxsize=None)
 def _chunk_references(case: Case, dtype: str) -> list[tuple[dict, dict]]:
     args = (case.stack(), case.inputs(), case.state())
-    computed = chunked_reference_and_bound(*args, dtype, case.chunks, case.forget_bias)
-    exact = chunked_reference_and_bound(*args, "float64", case.chunks, case.forget_bias)
+    computed = chunked_reference_and_bound(*args, dtype, case.forget_bias, sizes=case.chunks)
+    exact = chunked_reference_and_bound(*args, "float64", case.forget_bias, sizes=case.chunks)
     return [(_read_only(values), _read_only(pair_bound(bound, exact_bound)))
             for (values, bound), (_, exact_bound) in zip(computed, exact)]
 

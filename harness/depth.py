@@ -29,7 +29,7 @@ free dimensions, masking), not on the weights' values. So, short of full depth, 
   reuse a converted model (lengths one short, the mask ignored, the state not carried) all run.
 
 At full depth a converted system runs every case and every mutation, as every other system does.
-Converted models are kept across runs besides (``rnn_equivalence.frameworks.converted``).
+Converted models are kept across runs besides (``rnn_equivalence.frameworks.conversion_cache``).
 
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """

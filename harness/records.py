@@ -5,7 +5,7 @@ fixture attaches one result per comparison to the test's report
 (``user_properties``, which xdist carries to the controller), and a failing
 test becomes a record too, so the summary (``rnn_equivalence.harness.summary``) can never call a
 system equivalent when its tests failed. Each report also carries the converted models its phase
-read from the conversion cache or converted (``rnn_equivalence.frameworks.converted``), for the summary's count.
+read from the conversion cache or converted (``rnn_equivalence.frameworks.conversion_cache``), for the summary's count.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from rnn_equivalence.frameworks import adapter_class
-from rnn_equivalence.frameworks.converted import take_counts
+from rnn_equivalence.frameworks.conversion_cache import take_counts
 from rnn_equivalence.harness.report import write
 from rnn_equivalence.harness.shards import write_part
 from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY, peak_rss_gib

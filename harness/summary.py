@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 PROPERTY = "rnn_equivalence"
 # A report's count of converted models read from the conversion cache or converted in its phase
-# (rnn_equivalence.frameworks.converted, attached by rnn_equivalence.harness.records): {"from_cache": n, "converted": n, "rejected": n}.
+# (rnn_equivalence.frameworks.conversion_cache, attached by rnn_equivalence.harness.records): {"from_cache": n, "converted": n, "rejected": n}.
 CONVERSIONS = "rnn_equivalence_conversions"
 # What a test phase cost: {"system": name or the test module, "seconds": its duration} (rnn_equivalence.harness.records).
 COST = "rnn_equivalence_cost"
@@ -169,7 +169,7 @@ class Summary:
         if record["kind"] == "nonequivalence":
             self.non_equivalences.append(record)
         elif record["kind"] == "pair" or record.get("pair"):
-            # A failed pair test's record names both systems too (conftest's makereport hook).
+            # A failed pair test's record names both systems too (rnn_equivalence.harness.records' makereport hook).
             key = (f"{record['system']} vs {record.get('other', '?')}", record["dtype"])
             self.pairs.setdefault(key, Row(*key)).add(record)
         elif record["kind"] == "mutation":  # mutations run in float32 only

@@ -14,7 +14,7 @@ Conventions (PyTorch's ``nn.RNN``/``nn.LSTM``/``nn.GRU``, which ONNX and Keras
 
 A single cell unrolled over a sequence is the one-layer, one-direction stack.
 ``drive`` is written once and serves the reference (on arrays) and the error
-bounds (on ``harness.bounds.Approx`` values, which slice and concatenate alike).
+bounds (on ``rnn_equivalence.reference.tolerance.Approx`` values, which slice and concatenate alike).
 """
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ def _approx_results(stack, xs, state, dtype, forget_bias, padding=None, padded_o
     return drive(stack, exact(xs), state, partial(_bound_sequence, dtype, forget_bias), padding, padded_output)
 
 
-def chunked_reference_and_bound(stack, xs, state, dtype: str, sizes, forget_bias: float = 0.0):
+def chunked_reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0, *, sizes):
     """A sequence run in chunks of ``sizes`` steps, each from the final state of the one before:
     per chunk, the exact results and their bounds (``reference_and_bound``'s pair).
 

@@ -18,7 +18,7 @@ DTYPE = "float32"
 
 
 def reuses(cls) -> bool:
-    return cls.compiles or (cls.layer and cls.__module__ == "rnn_equivalence.frameworks.keras3")
+    return cls.compiles or (cls.layer and cls.__module__ == "rnn_equivalence.frameworks.keras_adapters")
 
 
 @pytest.mark.applies_to(lambda cls: reuses(cls))  # a lambda: pytest takes a lone named function as the decorated test

@@ -1,4 +1,4 @@
-"""The cache of converted models kept across runs (frameworks/converted.py), with a fake converter: NumPy
+"""The cache of converted models kept across runs (frameworks/conversion_cache.py), with a fake converter: NumPy
 only. A changed weight, version or code misses; a damaged entry is converted again, never trusted; two
 processes writing one key leave one whole entry; the off switch and the chosen directory are obeyed."""
 
@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from rnn_equivalence.frameworks import converted
-from rnn_equivalence.frameworks.converted import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once, read_entry,
+from rnn_equivalence.frameworks import conversion_cache as converted
+from rnn_equivalence.frameworks.conversion_cache import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once, read_entry,
                                   weights_digests, write_entry)
 from rnn_equivalence.harness.summary import Summary, conversions_text
 from tests.harness.test_pytest_run import run_pytest
@@ -110,7 +110,7 @@ def test_an_edit_of_the_adapters_code_changes_the_key(tmp_path):
     from rnn_equivalence.frameworks import ADAPTERS
 
     names = {path.name for path in converted.source_files(ADAPTERS["tflite-keras2-lstm-rnn"])}
-    assert {"tflite_export.py", "keras_model.py", "keras3.py", "base.py"} <= names
+    assert {"tflite_export.py", "keras_model.py", "keras_adapters.py", "base.py"} <= names
     source = tmp_path / "adapter.py"
     source.write_text("kernel = weights.T\n")
     before = converted.files_digest([source])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rnn_equivalence.frameworks import jax_cache
-from rnn_equivalence.frameworks.converted import OFF_VAR
+from rnn_equivalence.frameworks.conversion_cache import OFF_VAR
 
 ROOT = Path(__file__).resolve().parents[2]
 # A process as an adapter starts one (FlaxBase.start: x64, then the cache), then one compile of a new program.

@@ -147,7 +147,7 @@ def test_a_chunked_run_is_the_whole_run_values_and_bounds(family, activation, va
     stack = stack_of(family, activation, variant, layers=2, bidirectional=False)
     xs, state = random_inputs(T, 2, I, 5), state_of(stack, 2)
     whole_values, whole_bound = reference_and_bound(stack, xs, state, "float32")
-    chunks = chunked_reference_and_bound(stack, xs, state, "float32", sizes)
+    chunks = chunked_reference_and_bound(stack, xs, state, "float32", sizes=sizes)
     keys = [k for k in whole_values if not k.endswith("_n")]
     for key in keys:
         np.testing.assert_array_equal(np.concatenate([values[key] for values, _ in chunks]), whole_values[key])
@@ -162,9 +162,9 @@ def test_chunks_refuse_a_bidirectional_stack_and_sizes_that_do_not_add_up():
     uni = stack_of("rnn", "tanh", "", layers=1, bidirectional=False)
     xs = random_inputs(T, 2, I, 6)
     with pytest.raises(ValueError, match="bidirectional layer cannot run a sequence in chunks"):
-        chunked_reference_and_bound(bi, xs, None, "float32", (3, 4))
+        chunked_reference_and_bound(bi, xs, None, "float32", sizes=(3, 4))
     with pytest.raises(ValueError, match=r"adding up to T=7, got \[3, 3\]"):
-        chunked_reference_and_bound(uni, xs, None, "float32", (3, 3))
+        chunked_reference_and_bound(uni, xs, None, "float32", sizes=(3, 3))
 
 
 @pytest.mark.parametrize("lengths, message", [

@@ -75,7 +75,7 @@ KERAS_LAYERS = {"rnn": "SimpleRNN", "lstm": "LSTM", "gru": "GRU"}  # the cells a
 MASK_VALUE = 0.0  # keras.layers.Masking's default mask_value
 
 
-class KerasFamily:
+class KerasImplementation:
     """How to reach one Keras implementation: its module, tensors in and out, its version."""
 
     module = "keras"
@@ -207,7 +207,7 @@ class KerasFamily:
         return {self.module: distribution_version(self.module), backend: distribution_version(backend)}
 
 
-class KerasMapping(KerasFamily, Adapter):
+class KerasAdapter(KerasImplementation, Adapter):
     """The Keras layout above, for one cell whose names start with ``tag``; building Keras objects."""
 
     hidden_axis = 0  # recurrent_kernel is (units, G*units)
@@ -288,7 +288,7 @@ class KerasMapping(KerasFamily, Adapter):
         return {tag + v.name.split("/")[-1].split(":")[0]: tuple(v.shape) for v in cell.weights}
 
 
-class KerasCell(KerasMapping):
+class KerasCell(KerasAdapter):
     """``SimpleRNNCell``, ``LSTMCell`` or ``GRUCell``, unrolled over the sequence here."""
 
     state_names = {"h": "states[0] (h)", "c": "states[1] (c)"}
@@ -349,7 +349,7 @@ class KerasCell(KerasMapping):
         return self._evaluate(variables, forward, xs, state, key)
 
 
-class KerasLayer(KerasMapping):
+class KerasLayer(KerasAdapter):
     """``SimpleRNN``, ``LSTM`` or ``GRU`` layers, each wrapped in ``Bidirectional(merge_mode="concat")``
     when bidirectional, stacked with ``return_sequences=True`` below the top layer."""
 
@@ -727,7 +727,7 @@ def system_attributes(name: str, base: type, implementation: tuple, member: tupl
         # activation is the cell's own code, tested on the cells. tanh saturates, relu does not,
         # the hard sigmoid is clipped.
         "rnn": ("tanh", "relu", hard) if base.layer else (*Adapter.activations, hard),
-        # recurrent_activation, activation (= the LSTM's g and h): KerasMapping.activation_arguments.
+        # recurrent_activation, activation (= the LSTM's g and h): KerasAdapter.activation_arguments.
         # Layers take every spec: the LSTM and GRU loops of the torch backend, and jax's GRU loop
         # (reset_after), apply them on their own (keras/src/backend/*/rnn.py), not the cell's call.
         "lstm": (GATED, f"{hard},tanh,tanh", "sigmoid,relu,relu"),
@@ -741,7 +741,7 @@ def system_attributes(name: str, base: type, implementation: tuple, member: tupl
         "distributions": (module, runtime), "requires": (module, runtime),
         "process_env": {"KERAS_BACKEND": backend} if backend else {},
         "mutations": CELL_MUTATIONS[family], "activations": activations,
-        # Gradients by the backend's own autodiff (KerasFamily._differentiate), steps by this Keras's optimizers.
+        # Gradients by the backend's own autodiff (KerasImplementation._differentiate), steps by this Keras's optimizers.
         "autodiff": {"tensorflow": "tf.GradientTape", "jax": "jax.vjp", "torch": "torch.autograd"}[runtime],
         # On jax, compiled as JAX users run Keras (jax.jit with the weights as arguments, what keras's own
         # JAX trainer does; Adapter.built_once): a layer's whole run, a cell's step (KerasCell._build_cell).
