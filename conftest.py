@@ -7,7 +7,6 @@ No framework is imported here: adapters import theirs when a test first needs it
 
 from __future__ import annotations
 
-import itertools
 import os
 import platform
 
@@ -23,11 +22,10 @@ from rnn_equivalence.frameworks import conversion_cache  # noqa: E402  (NumPy on
 from rnn_equivalence.frameworks.base import distribution_version  # noqa: E402
 from rnn_equivalence.harness import selection as selection_mod  # noqa: E402
 from rnn_equivalence.harness import schedule, shards  # noqa: E402
-from rnn_equivalence.harness.cases import (cases_for, chunked_cases, eager_cases, gradient_cases, mutation_cases,  # noqa: E402
-                           mutations_for, optimizer_cases, option_cases, padded_cases, pair_cases)
+from rnn_equivalence.harness import parametrize  # noqa: E402
 from rnn_equivalence.reference.comparison import BoundExceeded, KnownIssueObserved  # noqa: E402
 from rnn_equivalence.harness.depth import DEPTHS  # noqa: E402
-from rnn_equivalence.harness.known_issues import KNOWN_ISSUES, known_issue, rows_of, scopes_of, shows_as  # noqa: E402
+from rnn_equivalence.harness.known_issues import KNOWN_ISSUES, shows_as  # noqa: E402
 from rnn_equivalence.harness.summary import Summary  # noqa: E402
 
 pytest_plugins = ["rnn_equivalence.harness.records"]  # a failing test is a record; the ``record`` fixture
@@ -36,11 +34,6 @@ SELECTION = pytest.StashKey[selection_mod.Selection]()
 SHARD = pytest.StashKey[tuple]()  # (K, N), or None: the whole run
 DESIGN = pytest.StashKey[tuple]()  # (depth, seed)
 DEPTH_VAR, SEED_VAR = "RNN_EQ_DEPTH", "RNN_EQ_SEED"
-# The case designs a test's ``case`` comes from (``design(name)`` marker): whole sequences by
-# default, padded batches, chunked runs, options changed or dropped, gradients, an optimizer step,
-# a compiled system's eager run.
-DESIGNS = {"whole": cases_for, "padded": padded_cases, "chunked": chunked_cases, "options": option_cases,
-           "gradients": gradient_cases, "optimizer": optimizer_cases, "eager": eager_cases}
 
 
 def pytest_addoption(parser):
@@ -111,7 +104,7 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        f"design(name): the cases a test's ``case`` comes from, one of {sorted(DESIGNS)} (default 'whole')",
+        f"design(name): the cases a test's ``case`` comes from, one of {sorted(parametrize.DESIGNS)} (default 'whole')",
     )
     config.addinivalue_line(
         "markers",
@@ -219,143 +212,36 @@ def pytest_report_header(config):
 
 
 def pytest_generate_tests(metafunc):
-    """Give each system x activation x dtype x case its own test id, only where the system applies.
+    """Give each system x activation x dtype x case its own test id, only where the system applies: the
+    parameter sets of ``rnn_equivalence.harness.parametrize``, read from the test's arguments and markers.
 
-    ``system`` (any adapter) may come with ``activation_spec`` (rnn_equivalence.reference.params: a vanilla cell's g,
-    a gated cell's "f,g,h" or "f,g", "default" for its defaults),
-    ``dtype``, ``case`` (``rnn_equivalence.harness.cases.cases_for``: the system's shapes and configurations),
-    ``mutation_case`` and ``mutation`` (a deliberately wrong mapping the system declares).
-    ``applies_to(predicate)`` keeps the systems whose class attributes make the test apply.
+    ``system`` (any adapter) may come with ``activation_spec`` (rnn_equivalence.reference.params: a vanilla
+    cell's g, a gated cell's "f,g,h" or "f,g", "default" for its defaults), ``dtype``, ``case`` (its design:
+    the ``design(name)`` marker, whole sequences by default), ``mutation_case`` and ``mutation`` (a
+    deliberately wrong mapping the system declares). ``applies_to(predicate)`` keeps the systems whose
+    class attributes make the test apply; ``known_issues(scope)`` lets the known upstream bugs of that scope
+    meet it (strict expected failures), ``not_where_known`` leaves the cases they break out.
     ``system_pair`` pairs each selected cell with the anchor of its family member.
     """
     names = metafunc.config.stash[SELECTION].names
     depth, seed = metafunc.config.stash[DESIGN]
-    fixtures = metafunc.fixturenames
+    fixtures, definition = metafunc.fixturenames, metafunc.definition
+    only = definition.get_closest_marker("applies_to")
+    classes = parametrize.applicable(only.args[0] if only else None, names, definition.nodeid)
     if "system" in fixtures:
-        argnames = [a for a in ("system", "activation_spec", "dtype", "case", "mutation_case", "mutation") if a in fixtures]
-        marker = metafunc.definition.get_closest_marker("known_issues")
-        # not_where_known: where a known issue applies the test cannot say anything (Adam's step hides a
-        # float32 run in float64), so those cases are not generated, rather than skipped.
-        excluded = metafunc.definition.get_closest_marker("not_where_known") is not None
-        marker = marker or (pytest.mark.known_issues.mark if excluded else None)
-        scope = marker.args[0] if marker and marker.args else "reference"
-        chosen = metafunc.definition.get_closest_marker("design")
-        design = chosen.args[0] if chosen else "whole"
-        make_cases = DESIGNS[design]
-        combos = []
-        for cls in applicable(metafunc, names):
-            before = len(combos)
-            # The table's rows this test can meet (rnn_equivalence.harness.known_issues), for whole runs and padded batches.
-            rows = {padded: rows_of(cls.name, scopes_of(scope, design, padded)) if marker else []
-                    for padded in (False, True)}
-            # A case carries its activation; without cases, ``activation_spec`` runs over the system's activations.
-            cases = make_cases(cls, depth, seed) if "case" in argnames else [None]
-            # What an upstream bug breaks is shown on the quick design (every level once), short of
-            # full depth: a strict expected failure needs only to keep failing.
-            # The options design is small: its known issues show on every case of it.
-            short = depth != "full" and make_cases is not option_cases
-            known = rows[False] or rows[True]
-            broken = make_cases(cls, "quick", seed) if known and "case" in argnames and short else cases
-
-            def row_of(case, dtype, spec=None):
-                here = rows[case is not None and case.padding is not None]
-                return known_issue(here, cls.family, case.activation if case else spec, dtype, case)
-
-            if broken is not cases:  # a row the quick design never meets runs on the first case that meets it
-                met = {row_of(case, dtype) for case in broken for dtype in case.runs_in(cls.dtypes)}
-                for row in [row for row in dict.fromkeys(rows[False] + rows[True]) if row not in met]:  # in order:
-                    # every xdist worker must collect the same tests in the same order
-                    first = next((case for case in cases if any(row_of(case, d) == row for d in case.runs_in(cls.dtypes))),
-                                 None)
-                    broken = broken + [first] if first is not None else broken
-
-            for case in dict.fromkeys(cases + broken):
-                def runs(dtype, case=case):
-                    return case is None or case in (broken if row_of(case, dtype) else cases)
-
-                dtypes = case.runs_in(cls.dtypes) if case is not None else cls.dtypes  # the design's dtype factor
-                if excluded:
-                    dtypes = [d for d in dtypes if not row_of(case, d)]
-                axes = {"system": [cls.name], "dtype": [d for d in dtypes if runs(d)], "case": [case],
-                        "activation_spec": [case.activation] if case else cls.activations,
-                        # Every mutation on the square case, where only values can give it away; a non-square
-                        # one too (where shapes may refuse it) at full depth. Quick: the first mutation only
-                        # (one case per capability), so that the test is met; default, every one but for a
-                        # converted system, whose first alone needs a conversion of its own (rnn_equivalence.harness.cases.
-                        # mutations_for); full: every one.
-                        "mutation_case": mutation_cases(cls, depth if depth == "full" else "quick")
-                        if "mutation_case" in argnames else [None],
-                        "mutation": mutations_for(cls, depth)}
-                products = itertools.product(*(axes[a] for a in argnames))
-                for values in products:
-                    named = dict(zip(argnames, values))
-                    row = row_of(case, named.get("dtype"), named.get("activation_spec")) if "dtype" in named else None
-                    combos.append(_with_known_issue(cls, values, None if excluded else row))
-            if len(combos) == before:
-                raise ValueError(f"{metafunc.definition.nodeid}: no parameters for {cls.name}, a system it applies "
-                                 f"to ({design} design, depth {depth}): the test would silently not run for it")
-        metafunc.parametrize(argnames, combos)
+        excluded = definition.get_closest_marker("not_where_known") is not None
+        marker = definition.get_closest_marker("known_issues")
+        scope = (marker.args[0] if marker and marker.args else "reference") if marker or excluded else None
+        chosen = definition.get_closest_marker("design")
+        request = parametrize.Request(definition.nodeid, tuple(a for a in parametrize.ARGUMENTS if a in fixtures),
+                                      chosen.args[0] if chosen else "whole", scope, excluded)
+        metafunc.parametrize(request.arguments, [
+            _with_known_issue(cls, values, row)
+            for cls in classes for values, row in parametrize.system_parameter_sets(cls, request, depth, seed)])
     if "system_pair" in fixtures:
-        cells = [cls for cls in applicable(metafunc, names) if not cls.layer]
-        combos = [pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}",
-                               marks=_child_group(adapter_class(b)))
-                  for a, b, case in paired_cases(cells, depth, seed)]
-        if anchored_pairs(cells) and not combos:
-            raise ValueError(f"{metafunc.definition.nodeid}: the selected cells make pairs "
-                             f"({anchored_pairs(cells)[:3]}...) but no case to compare them on")
-        metafunc.parametrize(("system_pair", "pair_case"), combos)
-
-
-def applicable(metafunc, names):
-    """The selected adapter classes the test's ``applies_to`` predicate admits. A predicate that admits
-    no system at all, selected or not (a renamed system, a removed attribute), is an error: the test
-    would otherwise vanish from every run."""
-    only = metafunc.definition.get_closest_marker("applies_to")
-    if only is not None and not any(only.args[0](cls) for cls in ADAPTERS.values()):
-        raise ValueError(f"{metafunc.definition.nodeid}: its applies_to predicate admits none of the "
-                         f"{len(ADAPTERS)} systems")
-    classes = [adapter_class(name) for name in names]
-    return [cls for cls in classes if only is None or only.args[0](cls)]
-
-
-def anchored_pairs(classes):
-    """Every cell against one anchor of the same family member (PyTorch's where selected, whose
-    layout is the canonical one), not every pair: each is already within its bound of the
-    reference, and n - 1 pairs show the same thing as n (n - 1) / 2 in a table one can read."""
-    pairs, groups = [], {}
-    for cls in classes:
-        groups.setdefault((cls.family, cls.variant), []).append(cls.name)
-    for members in groups.values():
-        anchor = next((name for name in members if name.startswith("torch")), members[0])
-        pairs += [(anchor, name) for name in members if name != anchor]
-    return pairs
-
-
-def paired_cases(classes, depth, seed):
-    """(a, b, case): each cell against its anchor (``anchored_pairs``) on every activation and options
-    set both compute; one the anchor lacks, against the first other cell of the member that computes
-    it (Keras 2's 0.2 hard sigmoid against ONNX's HardSigmoid), each pair of systems once per level.
-    A system's known upstream bug at a level (in float32, where pairs run) keeps it out there."""
-    by_name = {cls.name: cls for cls in classes}
-    out, seen = [], set()
-
-    def computes(cls, case):
-        return (case.activation in cls.activations and case.options in cls.options
-                and not known_issue(rows_of(cls.name, ("reference",)), cls.family, case.activation, "float32", case))
-
-    for anchor, name in anchored_pairs(classes):
-        other = by_name[name]
-        family = [cls for cls in classes if (cls.family, cls.variant) == (other.family, other.variant)]
-        for case in pair_cases(other, other, depth, seed):
-            if not computes(other, case):
-                continue
-            partner = next((cls for cls in [by_name[anchor], *family] if cls.name != name and computes(cls, case)), None)
-            key = (frozenset((partner.name, name)) if partner else None, case.activation, case.options)
-            if partner is None or key in seen:
-                continue
-            seen.add(key)
-            out.append((partner.name, name, case.with_(zero_b_hn=case.zero_b_hn or partner.zero_b_hn)))
-    return out
+        metafunc.parametrize(("system_pair", "pair_case"), [
+            pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}", marks=_child_group(adapter_class(b)))
+            for a, b, case in parametrize.pair_parameter_sets(classes, definition.nodeid, depth, seed)])
 
 
 def _with_known_issue(cls, values, row):

@@ -70,19 +70,12 @@ def test_every_system_declares_mutations():
 
 def test_applies_to_that_admits_no_system_is_an_error():
     """A predicate that admits none of the systems (a renamed one) fails collection instead of vanishing."""
-    from types import SimpleNamespace
+    from rnn_equivalence.harness.parametrize import applicable
 
-    from conftest import applicable
-
-    def metafunc(predicate):
-        mark = pytest.mark.applies_to(predicate).mark
-        return SimpleNamespace(definition=SimpleNamespace(nodeid="test_x.py::test_x", get_closest_marker=lambda _: mark))
-
-    assert [cls.name for cls in applicable(metafunc(lambda cls: cls.name == "torch-lstm"), list(ADAPTERS))] == [
-        "torch-lstm"]
-    assert applicable(metafunc(lambda cls: cls.name == "torch-lstm"), ["torch"]) == []  # not selected: fine
-    with pytest.raises(ValueError, match=f"applies_to predicate admits none of the {len(ADAPTERS)} systems"):
-        applicable(metafunc(lambda cls: cls.name == "torch-lstmm"), list(ADAPTERS))
+    assert [cls.name for cls in applicable(lambda cls: cls.name == "torch-lstm", list(ADAPTERS), "t")] == ["torch-lstm"]
+    assert applicable(lambda cls: cls.name == "torch-lstm", ["torch"], "t") == []  # not selected: fine
+    with pytest.raises(ValueError, match=f"test_x: its applies_to predicate admits none of the {len(ADAPTERS)} systems"):
+        applicable(lambda cls: cls.name == "torch-lstmm", list(ADAPTERS), "test_x")
 
 
 def test_a_test_naming_an_unknown_system_fails(load_system):
