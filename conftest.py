@@ -322,10 +322,8 @@ def pytest_runtest_teardown(item, nextitem):
     system = _system_of_item(item)
     if system and (nextitem is None or _system_of_item(nextitem) != system):
         adapter = _LOADED.get(system)
-        if adapter is not None and not isinstance(adapter, ImportError) and adapter.__dict__.pop("_built", None):
-            import gc
-
-            gc.collect()
+        if adapter is not None and not isinstance(adapter, ImportError):
+            adapter.release()  # in its child process too, where its framework runs there
 
 
 def _system_of_item(item):

@@ -73,6 +73,8 @@ class Runner(Protocol):
 
     def set_compiled(self, compiled: bool) -> None: ...  # ``TestPlan.compiles`` systems: jax.jit or eager
 
+    def release(self) -> bool: ...  # let go of what ``built_once`` kept: True if anything was
+
 
 RUNNER_METHODS = tuple(name for name in Runner.__dict__ if not name.startswith("_"))
 
@@ -188,6 +190,18 @@ class Adapter(TestPlan, Mapping):
                 built.popitem(last=False)
         built.move_to_end(key)
         return built[key]
+
+    def release(self) -> bool:
+        """Let go of what ``built_once`` kept (layers, compiled functions, converted models' runtimes), in the
+        process that built it (a Runner method: forwarded to a child process where the framework runs
+        there), and collect it; True if anything was kept. The suite calls it after a system's last test,
+        so that memory holds one system's objects at a time (conftest.py's teardown)."""
+        if not self.__dict__.pop("_built", None):
+            return False
+        import gc
+
+        gc.collect()
+        return True
 
     # --- running ------------------------------------------------------------------
     def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:

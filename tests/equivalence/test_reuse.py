@@ -38,3 +38,17 @@ def test_a_reused_structure_runs_each_cases_own_weights(adapter):
                                      f"{adapter.describe()} after other cases of its structure, "
                                      f"{case.describe(DTYPE)}")
         assert_within_bound(comparison)
+
+
+@pytest.mark.applies_to(lambda cls: reuses(cls) and cls.name in ("keras-jax-gru-rnn", "keras-tf-gru-rnn", "flax-nnx-gru"))
+def test_release_lets_go_of_what_was_built_where_it_was_built(adapter):
+    """``release`` (the suite calls it after a system's last test) drops what ``built_once`` kept, in the
+    process that built it: a Keras-on-JAX system's child process too (a Runner method, forwarded), where the
+    layers and compiled functions live. Releasing twice finds nothing the second time; a run after it
+    builds again and is right."""
+    case = case_of(adapter, 5, 4, 2, 3, 997, adapter.configs[0])
+    adapter.run(case.stack(DTYPE), case.inputs(DTYPE), case.state(DTYPE), case.config)
+    assert adapter.release() is True and adapter.release() is False
+    actual = adapter.run(case.stack(DTYPE), case.inputs(DTYPE), case.state(DTYPE), case.config)
+    assert_within_bound(compare_outputs(actual, adapter.arrange(case.reference(), case.config),
+                                        adapter.arrange(case.bound_vs_reference(DTYPE), case.config), "after release"))
