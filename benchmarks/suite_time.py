@@ -65,6 +65,7 @@ COMMANDS = {  # the README's test command at each depth; the report goes to a te
     "whole suite, quick": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--depth=quick"],
     "NumPy only": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--frameworks=numpy-split,numpy-concat"],
 }
+SHORT = {"default": "whole suite", "warm": "whole suite, warm", "quick": "whole suite, quick", "numpy": "NumPy only"}
 # What a tree from before --depth existed can run: its whole suite and NumPy alone.
 BEFORE_COMMANDS = ("whole suite", "NumPy only")
 
@@ -177,8 +178,13 @@ def main(argv=None) -> int:
     parser.add_argument("--full", action="store_true", help="also time --depth=full, once")
     parser.add_argument("--before-runs", type=int, help="runs of the earlier commit's commands (default: --runs), "
                         "in the first rounds: an old suite may take many times this one's time")
+    parser.add_argument("--commands", help="only these of this tree's commands, comma-separated, of "
+                        + ", ".join(SHORT) + " (default: all); warm needs default, whose cache it reuses")
     args = parser.parse_args(argv)
-    trees = [("this tree", ROOT, list(COMMANDS))]
+    keys = list(SHORT) if not args.commands else [key.strip() for key in args.commands.split(",")]
+    if any(key not in SHORT for key in keys) or ("warm" in keys and "default" not in keys):
+        parser.error(f"--commands: expected some of {', '.join(SHORT)} (warm with default), got {args.commands!r}")
+    trees = [("this tree", ROOT, [name for key, name in SHORT.items() if key in keys])]
     scratch_tree = None
     if args.before:
         scratch_tree = Path(tempfile.mkdtemp(prefix="suite-time-before-")) / "tree"
@@ -230,7 +236,8 @@ def measure(args, trees) -> int:
             f"Command: `python benchmarks/suite_time.py --runs {args.runs}"
             f"{f' --before {args.before}' if args.before else ''}"
             f"{f' --before-runs {args.before_runs}' if args.before_runs is not None else ''}"
-            f"{' --full' if args.full else ''} "
+            f"{' --full' if args.full else ''}"
+            f"{f' --commands {args.commands}' if args.commands else ''} "
             f"--output {args.output}`.", "",
             "## Framework imports (median of fresh processes, minus Python's own start-up)", "",
             "Paid once per process that needs the framework: each of the `-n auto` workers, "
