@@ -54,14 +54,15 @@ def pytest_addoption(parser):
     )
     parser.addoption(
         "--shard", default=None, metavar="K/N",
-        help="run part K of N of the selected tests (rnn_equivalence.harness.shards: disjoint, the same on every machine); with "
-             "--equivalence-report=DIR it writes DIR/part-K-of-N.json, merged by: python -m rnn_equivalence.harness.shards merge",
+        help="run part K of N of the selected tests (rnn_equivalence.harness.shards: disjoint, the same on every "
+             "machine); with --equivalence-report=DIR it writes DIR/part-K-of-N.json, merged by: "
+             "python -m rnn_equivalence.harness.shards merge",
     )
     parser.addoption(
         "--no-conversion-cache", action="store_true", default=False,
         help=f"convert every converted system's model afresh: neither read nor write the cache of converted models "
-             f"kept across runs (rnn_equivalence.frameworks.conversion_cache; also ${conversion_cache.OFF_VAR}=1; its directory: "
-             f"${conversion_cache.CACHE_VAR}, else the user's cache directory)",
+             f"kept across runs (rnn_equivalence.frameworks.conversion_cache; also ${conversion_cache.OFF_VAR}=1; "
+             f"its directory: ${conversion_cache.CACHE_VAR}, else the user's cache directory)",
     )
     parser.addoption(
         "--equivalence-summary", default="compact", choices=("compact", "full"),
@@ -112,9 +113,15 @@ def pytest_configure(config):
         "in this scope as strict xfails",
     )
     config.addinivalue_line(
-        "markers", "not_where_known: generate the test only where no known upstream bug (rnn_equivalence.harness.known_issues) applies")
+        "markers",
+        "not_where_known: generate the test only where no known upstream bug (rnn_equivalence.harness.known_issues) "
+        "applies",
+    )
     config.addinivalue_line(
-        "markers", "known_issue(row): the row of rnn_equivalence.harness.known_issues a strict xfail stands for (set by the parametrisation)")
+        "markers",
+        "known_issue(row): the row of rnn_equivalence.harness.known_issues a strict xfail stands for "
+        "(set by the parametrisation)",
+    )
     cache = _conversion_cache(config)
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
@@ -169,9 +176,9 @@ def _share_jax_compilations(config):
 
 
 def _conversion_cache(config):
-    """The directory of the converted models kept across runs (``rnn_equivalence.frameworks.conversion_cache``), checked before
-    any test, or None where ``--no-conversion-cache`` or the environment turns it off. The option is
-    passed on as the environment variable, which the workers and their children inherit (and read)."""
+    """The directory of the converted models kept across runs (``rnn_equivalence.frameworks.conversion_cache``),
+    checked before any test, or None where ``--no-conversion-cache`` or the environment turns it off. The option
+    is passed on as the environment variable, which the workers and their children inherit (and read)."""
     if config.getoption("--no-conversion-cache"):
         os.environ[conversion_cache.OFF_VAR] = "1"
     try:
@@ -311,14 +318,15 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=[item for item in items if id(item) in dropped])
         items[:] = [item for item in items if id(item) not in dropped]
-    # The costliest systems first, each system's tests together (rnn_equivalence.harness.schedule): the workers finish together.
+    # The costliest systems first, each system's tests together (rnn_equivalence.harness.schedule): the
+    # workers finish together.
     items[:] = schedule.by_cost(items, _system_of_item, schedule.committed_seconds())
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """A worker done with a system (its tests run together: rnn_equivalence.harness.schedule) lets go of what it built for it
-    (``Adapter.built_once``: layers, compiled functions, converted models' runtimes), so that memory holds
-    one system's objects at a time, not every system's of a long run."""
+    """A worker done with a system (its tests run together: rnn_equivalence.harness.schedule) lets go of what it
+    built for it (``Adapter.built_once``: layers, compiled functions, converted models' runtimes), so that
+    memory holds one system's objects at a time, not every system's of a long run."""
     system = _system_of_item(item)
     if system and (nextitem is None or _system_of_item(nextitem) != system):
         adapter = _LOADED.get(system)

@@ -135,8 +135,8 @@ def torch(session, version):
 def matrix(session):
     """Merge every entry's session.json and report into docs/MATRIX.md, after the committed report's column (the
     versions of the project's own environment, at full depth)."""
-    session.run(sys.executable, "-m", "docgen.matrix", "merge", str(REPORTS), "--output", str(ROOT / "docs" / "MATRIX.md"),
-                "--committed", str(ROOT / "docs" / "equivalence.json"))
+    session.run(sys.executable, "-m", "docgen.matrix", "merge", str(REPORTS),
+                "--output", str(ROOT / "docs" / "MATRIX.md"), "--committed", str(ROOT / "docs" / "equivalence.json"))
 
 
 # --- tools that cannot live in the main environment (Adapter.environment) -------------------------------
@@ -155,7 +155,8 @@ def onnx2tf(session):
     session.install(*TEST_TOOLS)
     session.run("python", "-c", "import onnx2tf, ai_edge_litert, onnx", silent=True)
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
-                f"--systems={systems('onnx2tf')}", f"--equivalence-report={(ENVIRONMENTS / 'onnx2tf').relative_to(ROOT)}", *SUITE,
+                f"--systems={systems('onnx2tf')}",
+                f"--equivalence-report={(ENVIRONMENTS / 'onnx2tf').relative_to(ROOT)}", *SUITE,
                 env={"CI": "true", "KERAS_BACKEND": "tensorflow"})
 
 

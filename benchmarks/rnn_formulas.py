@@ -329,11 +329,14 @@ def markdown(rows, frameworks, min_time, repeats, command) -> str:
         "result was checked against the float64 reference within the suite's error bound before timing.", "",
         "concat/split below 1 means the single concatenated matmul is faster.", "",
         "Median concat/split over all sizes: " + ", ".join(
-            f"{name} {statistics.median(r):.2f} (range {min(r):.2f} to {max(r):.2f})" for name, r in ratios.items()) + ".",
+            f"{name} {statistics.median(r):.2f} (range {min(r):.2f} to {max(r):.2f})"
+            for name, r in ratios.items()) + ".",
         "",
         f"Median hoisted/split over the {max(STEPS)}-step sequences: " + ", ".join(
-            f"{name} {statistics.median(r):.2f} (range {min(r):.2f} to {max(r):.2f})" for name, r in hoisting.items()) + ".",
-        "", "| framework | H | batch | steps | concat | split | hoisted | own cell/layer (NumPy: the reference) | concat/split |",
+            f"{name} {statistics.median(r):.2f} (range {min(r):.2f} to {max(r):.2f})"
+            for name, r in hoisting.items()) + ".",
+        "", "| framework | H | batch | steps | concat | split | hoisted "
+            "| own cell/layer (NumPy: the reference) | concat/split |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_line(row) for row in rows]

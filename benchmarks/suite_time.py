@@ -83,7 +83,8 @@ def timed(args, cwd=ROOT, env=None) -> tuple[float, float, str, float]:
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n"
+                         f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     peak = re.findall(r"^PEAK_RSS_KIB (\d+)$", result.stderr, re.M)
     return elapsed, cpu, result.stdout, int(peak[-1]) / 2**20 if peak else float("nan")
@@ -271,7 +272,8 @@ def measure(args, trees) -> int:
             *(f"| {key} | {count} | {seconds:.1f} | {seconds / total:.0%} |" for key, seconds, count in by_system),
         ]
         lines += ["", "## Cases per system at each depth", "",
-                  "The whole-sequence design of each system in this run's environment (`rnn_equivalence.harness.cases.cases_for`): its "
+                  "The whole-sequence design of each system in this run's environment "
+                  "(`rnn_equivalence.harness.cases.cases_for`): its "
                   "cases, and the runs they make (a case runs in every dtype at full depth, in its own at quick and "
                   "default). Padded, chunked, gradient, option and mutation cases follow the same depth "
                   "(`rnn_equivalence.harness.cases`), and the tests above count every one of them.", "",

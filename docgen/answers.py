@@ -142,7 +142,8 @@ def speed_sentence(path: Path = BENCHMARKS) -> str:
 def concat_figures(report: dict) -> dict:
     rows = [r for r in report["systems"] if r["system"] in ("numpy-concat", "numpy-split", "tf-concat", "torch")]
     worst = max(r["worst_ratio"] for r in rows)
-    exact = sorted({f"{r['system']} {r['dtype']}" for r in rows if r["worst_ratio"] == 0 or r.get("bitwise_integer_case")})
+    exact = sorted({f"{r['system']} {r['dtype']}" for r in rows
+                    if r["worst_ratio"] == 0 or r.get("bitwise_integer_case")})
     return {"worst_concat": f"worst err/bound {ratio(worst)} over {sum(r['cases'] for r in rows)} cases",
             "bitwise": "integer-valued cases: " + ", ".join(exact) if exact else "none measured",
             "speed": speed_sentence()}
@@ -228,7 +229,8 @@ def convert_line(question: Question, report: dict) -> list[str]:
     for a, b in question.pairs:
         if answer_from_report(a, b, report).verdict != "No" and mapping_lines(a, b)[1] is None:
             return ["With the suite installed, one call maps the weights (a one-layer, one-direction module):", "",
-                    "```python", "from rnn_equivalence.frameworks import convert", "from rnn_equivalence.reference.config import LayerConfig",
+                    "```python", "from rnn_equivalence.frameworks import convert",
+                    "from rnn_equivalence.reference.config import LayerConfig",
                     f"b_weights = convert(a_weights, {a!r}, {b!r}, config=LayerConfig(1, False))", "```", ""]
     return []
 
@@ -249,7 +251,8 @@ def question_section(question: Question, report: dict) -> list[str]:
     lines += evidence(question, report) + [""]
     issues = known_issues(question, report)
     if issues:
-        lines += ["Known upstream issues met (strict expected failures, kept out of the worst ratio):", ""] + issues + [""]
+        lines += (["Known upstream issues met (strict expected failures, kept out of the worst ratio):", ""]
+                  + issues + [""])
     lines += [cite(question, report), ""]
     return lines
 

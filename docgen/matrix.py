@@ -114,7 +114,8 @@ def markdown(entries: list[dict], title_date: str | None = None) -> str:
     env = ran[0]["report"]["environment"] if ran else {}
     lines = ["# Version matrix", "",
              f"Merged {date} from {len(entries)} matrix entries"
-             + (f"; machine: {env['cpu']} ({env['cores']} cores), {env['os']}, Python {env['python']}." if env else "."),
+             + (f"; machine: {env['cpu']} ({env['cores']} cores), {env['os']}, Python {env['python']}."
+                if env else "."),
              "", "Regenerate: `nox` (every session at full depth, then `matrix`; `nox -- --depth=default` at the "
              "default depth), or one entry: `nox -s \"tensorflow(tf='2.20')\"` then `nox -s matrix`.", "",
              "## Entries", "",
@@ -133,9 +134,9 @@ def markdown(entries: list[dict], title_date: str | None = None) -> str:
 
     systems = sorted({(s["system"], s["dtype"]) for e in ran for s in e["report"]["systems"]})
     lines += ["", "## System x entry", "",
-              "Each cell: ✓ equivalent, with the worst error as a fraction of the derived bound; ✓* equivalent except "
-              "a known upstream issue in some cases (listed in that entry's report); ✗ not equivalent or failed; "
-              "\"not run\" when the entry did not select that system or did not get to run.", "",
+              "Each cell: ✓ equivalent, with the worst error as a fraction of the derived bound; ✓* equivalent "
+              "except a known upstream issue in some cases (listed in that entry's report); ✗ not equivalent or "
+              "failed; \"not run\" when the entry did not select that system or did not get to run.", "",
               "| system | dtype | " + " | ".join(e["session"] for e in entries) + " |",
               "|---|---|" + "---|" * len(entries)]
     disagreements = []

@@ -99,7 +99,8 @@ CLIPS = ("cell_clip=0.3 vs ONNX Runtime clip=0.3",
 BIAS_PAIRS = ("torch", "keras-tf", "torch-lstm", "keras-tf-lstm", "torch-lstm-rnn", "keras-tf-lstm-rnn")
 PRECISION = ("OpenVINO's default inference precision on this CPU is bf16",)
 # What a finding about padding is (a system's own convention, proved against the other one).
-PADDING_KINDS = ("{system} reports zeros on padded steps, not repeat", "{system} reports repeat on padded steps, not zeros",
+PADDING_KINDS = ("{system} reports zeros on padded steps, not repeat",
+                 "{system} reports repeat on padded steps, not zeros",
                  "{system} takes lengths and assumes post-padding")
 EXPORTER_SOURCES = ("torch-rnn", "torch-lstm-rnn", "torch-gru-rnn", "tf-keras-rnn", "tf-keras-lstm-rnn",
                     "tf-keras-gru-rnn", "tf-keras-gru-reset-before-rnn")
@@ -371,7 +372,8 @@ QUESTIONS = (
         "Are the gradients and one optimizer step the same?",
         (Claim("Yes", "the gradients of every weight, input and initial state agree within their bound once the "
                       "weights are mapped", about="the gradients",
-               pairs=(("torch-lstm", "keras-tf-lstm"), ("torch-gru", "flax-linen-gru"), ("torch-lstm", "equinox-lstm"))),
+               pairs=(("torch-lstm", "keras-tf-lstm"), ("torch-gru", "flax-linen-gru"),
+                      ("torch-lstm", "equinox-lstm"))),
          Claim("No", "SGD on Keras's one bias against PyTorch's two moves the sum twice as far, and Adam's "
                      "default `epsilon` differs (1e-7 before the bias correction, 1e-8 after it)",
                about="one optimizer step at the defaults", proof=subject(kinds=TRAINING))),
@@ -431,7 +433,8 @@ QUESTIONS = (
         "Does an ONNX RNN, LSTM or GRU still compute the same after onnx2tf (ONNX to TFLite)?",
         (Claim("Yes", "within float32 rounding, for the RNN, LSTM and both GRU variants, on the nodes the suite "
                       "gives it",
-               pairs=(("onnx-ort", "onnx2tf-rnn"), ("onnx-ort-lstm", "onnx2tf-lstm"), ("onnx-ort-gru", "onnx2tf-gru"))),),
+               pairs=(("onnx-ort", "onnx2tf-rnn"), ("onnx-ort-lstm", "onnx2tf-lstm"),
+                      ("onnx-ort-gru", "onnx2tf-gru"))),),
         r"\max_t \lVert y_t^{\text{onnx2tf}} - y_t^{\text{ref}} \rVert \le \text{bound}_{\text{float32}}",
         (("onnx-ort", "onnx2tf-rnn"), ("onnx-ort-lstm", "onnx2tf-lstm"), ("onnx-ort-gru", "onnx2tf-gru"),
          ("onnx-ort-gru-reset-before", "onnx2tf-gru-reset-before")),

@@ -1,12 +1,12 @@
 """Error and bound against the step, for one long sequence: a reader sees the bound track the error.
 
-    python -m docgen.trace_plot            # torch-lstm-rnn (nn.LSTM), float32, 500 steps -> docs/plots/error-vs-step.svg
+    python -m docgen.trace_plot  # torch-lstm-rnn (nn.LSTM), float32, 500 steps -> docs/plots/error-vs-step.svg
 
 One system runs one long sequence on its framework (the suite's mapping of a random case, as every test
 does); at each step, the worst |computed - float64 reference| over the batch and the hidden units is drawn
-with the worst bound of ``rnn_equivalence.reference.tolerance`` at that step (the error model's running bound, the one the
-tests compare with). Unlike ``docgen.plots`` this runs a framework: it is a measurement, not a figure of
-the report.
+with the worst bound of ``rnn_equivalence.reference.tolerance`` at that step (the error model's running
+bound, the one the tests compare with). Unlike ``docgen.plots`` this runs a framework: it is a
+measurement, not a figure of the report.
 """
 
 from __future__ import annotations

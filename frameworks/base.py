@@ -34,7 +34,8 @@ from typing import Protocol
 
 import numpy as np
 
-from rnn_equivalence.frameworks.mapping import (  # noqa: F401  (re-exported: the adapters' modules import them from here)
+# Re-exported: the adapters' modules import them from here.
+from rnn_equivalence.frameworks.mapping import (  # noqa: F401
     Mapping, Native, NativeSpec, check_native, gates_text, reorder_gates, without_held_zero_biases,
 )
 from rnn_equivalence.frameworks.plan import TestPlan
@@ -44,7 +45,8 @@ from rnn_equivalence.reference.padding import HOLES, Padding
 from rnn_equivalence.reference.params import GATED, GATES, activation_names
 from rnn_equivalence.reference.stack import StackParams
 
-ADAPTERS: dict[str, type] = {}  # the registry: each class that sets ``name``, by its name (rnn_equivalence.frameworks.systems)
+# The registry: each class that sets ``name``, by its name (rnn_equivalence.frameworks.systems).
+ADAPTERS: dict[str, type] = {}
 # The hyperparameters of each optimizer the suite steps with (``Adapter.optimizer_step``), by its names.
 OPTIMIZER_ARGUMENTS = {"sgd": ("learning_rate",), "adam": ("learning_rate", "beta_1", "beta_2", "epsilon")}
 
@@ -97,8 +99,8 @@ class Adapter(TestPlan, Mapping):
     # A setting the suite runs the system with and its verdict holds under, which a user must set too where
     # the system's default differs (docs/ANSWERS.md and ``compare`` then answer "Only if"); "" for none.
     runs_with: str = ""
-    # Padded batches (rnn_equivalence.reference.padding): the sides of padding the system takes (``TestPlan.padded_configs``
-    # says in which configurations it is compared), and its name for the lengths.
+    # Padded batches (rnn_equivalence.reference.padding): the sides of padding the system takes
+    # (``TestPlan.padded_configs`` says in which configurations it is compared), and its name for the lengths.
     padding_sides: tuple[str, ...] = ("post",)
     lengths_name: str = "lengths"
     # Gradients (tests/equivalence/test_gradients.py): the framework's own automatic differentiation, by

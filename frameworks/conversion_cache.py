@@ -114,7 +114,8 @@ def conversion_key(adapter, parts) -> str:
     project's code that builds and converts its models, and ``parts`` (the structure, the options and the
     weights' digests, repr-stable)."""
     versions = conversion_versions(type(adapter))
-    return hashlib.sha256(repr((FORMAT, adapter.name, versions, code_digest(type(adapter)), parts)).encode()).hexdigest()
+    return hashlib.sha256(
+        repr((FORMAT, adapter.name, versions, code_digest(type(adapter)), parts)).encode()).hexdigest()
 
 
 @lru_cache(maxsize=None)

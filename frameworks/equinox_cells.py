@@ -52,8 +52,8 @@ class EquinoxCell(FlaxBase):
     activation_arguments = Adapter.activation_arguments  # fixed activations: none to give (not Flax's)
 
     def _cell(self, input_size: int, hidden_size: int, has_bias: bool, dtype):
-        return getattr(self.eqx.nn, self.cell.rsplit(".", 1)[1])(input_size, hidden_size, use_bias=has_bias, dtype=dtype,
-                                                  key=self.jax.random.PRNGKey(0))
+        return getattr(self.eqx.nn, self.cell.rsplit(".", 1)[1])(input_size, hidden_size, use_bias=has_bias,
+                                                                 dtype=dtype, key=self.jax.random.PRNGKey(0))
 
     def _step(self, input_size: int, hidden_size: int, dtype, g: str):
         """step(native, carry, x) -> carry over a batch: the cell holding the native weights

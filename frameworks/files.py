@@ -82,10 +82,11 @@ def load_weights(path) -> dict[str, np.ndarray]:
         raise FileRefused(f"{path}: no such file")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise FileRefused(f"{path}: {size / 2**30:.1f} GiB: expected at most {MAX_FILE_BYTES / 2**30:.0f} GiB of weights "
-                          f"(set RNN_EQ_MAX_FILE_GIB to read more)")
+        raise FileRefused(f"{path}: {size / 2**30:.1f} GiB: expected at most {MAX_FILE_BYTES / 2**30:.0f} GiB "
+                          f"of weights (set RNN_EQ_MAX_FILE_GIB to read more)")
     if size == 0:
-        raise FileRefused(f"{path}: empty file: expected weights ({READERS.get(path.suffix.lower(), 'a known format')})")
+        raise FileRefused(f"{path}: empty file: expected weights "
+                          f"({READERS.get(path.suffix.lower(), 'a known format')})")
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise FileRefused(f"{path}: expected one of {', '.join(sorted(READERS))}, got {path.suffix or 'no suffix'!r}")
@@ -640,9 +641,10 @@ def write_weights(native: dict[str, np.ndarray], system: str, config: LayerConfi
     each by the framework's own writer, read back by its own loader: .npz and .safetensors by the
     system's own names; .pt/.pth a state_dict by ``torch.save`` (``load_state_dict`` takes it);
     .weights.h5 and .keras by Keras's own ``save_weights`` and ``save`` of a ``Sequential`` of the layers
-    (``tf_keras`` for Keras 2's systems); .onnx by ``onnx.save`` of the node (``rnn_equivalence.frameworks.build``); .msgpack
-    by ``flax.serialization.to_bytes`` of the cell's params (linen: under "params"); .ckpt a TF1
-    checkpoint (``tf.raw_ops.SaveV2``, what ``tf.compat.v1.train.Saver`` writes) under ``rnn/<cell's scope>``."""
+    (``tf_keras`` for Keras 2's systems); .onnx by ``onnx.save`` of the node
+    (``rnn_equivalence.frameworks.build``); .msgpack by ``flax.serialization.to_bytes`` of the cell's params
+    (linen: under "params"); .ckpt a TF1 checkpoint (``tf.raw_ops.SaveV2``, what ``tf.compat.v1.train.Saver``
+    writes) under ``rnn/<cell's scope>``."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in WRITERS:

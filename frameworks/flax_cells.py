@@ -185,10 +185,10 @@ class FlaxBase(Adapter):
         return {key: np.asarray(value) for key, value in run(*arguments).items()}
 
     def _whole_run_key(self, native: Native, xs, state, config, g: str, padding=None):
-        """The compile key of run_native's whole run (``rnn_equivalence.frameworks.autodiff.JaxVjp``): a layer's (nnx.RNN scans
-        its cell, compiled once); None for a cell, whose run loops over its compiled step (``_run``): one
-        compile per cell and batch serves every T and initial state, where a whole run would compile per
-        structure (the gradients do, ``gradients_native``)."""
+        """The compile key of run_native's whole run (``rnn_equivalence.frameworks.autodiff.JaxVjp``): a layer's
+        (nnx.RNN scans its cell, compiled once); None for a cell, whose run loops over its compiled step
+        (``_run``): one compile per cell and batch serves every T and initial state, where a whole run would
+        compile per structure (the gradients do, ``gradients_native``)."""
         return self.compile_key(native, xs, state, config, g, padding) if self.layer else None
 
     def _jax_values(self, values):
@@ -205,8 +205,8 @@ class FlaxBase(Adapter):
         cell's steps then in one lax.scan of its compiled step (``scanned``). An eager jax.vjp of the loop
         over the step, as run_native runs it, traces and compiles the step's linearisation and transpose
         anew for each case: measured on four Flax and Equinox cells' tests (one run each, 2 cores), 67 s cold
-        and 30 s warm, against 54 s and 20 s scanned (an unrolled loop compiled whole: 103 s cold). Eagerly (set_compiled(False)),
-        the loop as run_native runs it."""
+        and 30 s warm, against 54 s and 20 s scanned (an unrolled loop compiled whole: 103 s cold). Eagerly
+        (set_compiled(False)), the loop as run_native runs it."""
         key = self.compile_key(native, xs, state, config, g, padding)
         forward, arguments, state_gradient = self._run(native, xs, state, config, g, padding, scanned=key is not None)
         _, pulled = self.autodiff_runtime.vjp(forward, arguments, cotangents, self.check_cotangents, key=key)

@@ -149,9 +149,9 @@ class KerasImplementation:
 
     def _differentiate(self, variables: dict, forward, xs, state, cotangents: dict, key=None):
         """The vector-Jacobian product of ``forward(x, state)`` (the forward ``run_native`` evaluates) with
-        ``cotangents``, by the backend's own autodiff (``rnn_equivalence.frameworks.autodiff``, shared with every adapter
-        on it): the variables' gradients as backend tensors (what the optimizer takes), and the inputs'
-        and initial state's as NumPy, each in its argument's shape."""
+        ``cotangents``, by the backend's own autodiff (``rnn_equivalence.frameworks.autodiff``, shared with
+        every adapter on it): the variables' gradients as backend tensors (what the optimizer takes), and the
+        inputs' and initial state's as NumPy, each in its argument's shape."""
         names, keys = list(variables), list(state or {})
         x, states = self._tensor(xs), self._states(state) or {}
         autodiff, check = self.autodiff_runtime, self._cotangents
@@ -642,8 +642,9 @@ CELL_MUTATIONS = {
         "bias dropped": scaled("bias", 0.0),
     },
 }
-_SWAP_LAYER0_DIRECTIONS = {"forward and backward swapped in layer 0": swapped_names("layer0.forward.", "layer0.backward.",
-                                                                                    where="prefix")}
+_SWAP_LAYER0_DIRECTIONS = {
+    "forward and backward swapped in layer 0": swapped_names("layer0.forward.", "layer0.backward.", where="prefix"),
+}
 LAYER_MUTATIONS = {
     "rnn": {
         "layer0.forward.recurrent_kernel not transposed": transposed("layer0.forward.recurrent_kernel"),
@@ -741,7 +742,8 @@ def system_attributes(name: str, base: type, implementation: tuple, member: tupl
         "distributions": (module, runtime), "requires": (module, runtime),
         "process_env": {"KERAS_BACKEND": backend} if backend else {},
         "mutations": CELL_MUTATIONS[family], "activations": activations,
-        # Gradients by the backend's own autodiff (KerasImplementation._differentiate), steps by this Keras's optimizers.
+        # Gradients by the backend's own autodiff (KerasImplementation._differentiate), steps by this
+        # Keras's optimizers.
         "autodiff": {"tensorflow": "tf.GradientTape", "jax": "jax.vjp", "torch": "torch.autograd"}[runtime],
         # On jax, compiled as JAX users run Keras (jax.jit with the weights as arguments, what keras's own
         # JAX trainer does; Adapter.built_once): a layer's whole run, a cell's step (KerasCell._build_cell).

@@ -146,8 +146,8 @@ class KerasModelExport(KerasLayer):
         return names + ["output"]
 
     def conversion_key(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None) -> tuple:
-        """What the converted model depends on (``rnn_equivalence.frameworks.conversion_cache``): the structure, the batch the
-        model fixes (None: any) and the weights' values."""
+        """What the converted model depends on (``rnn_equivalence.frameworks.conversion_cache``): the structure,
+        the batch the model fixes (None: any) and the weights' values."""
         return (repr(self.structure_key(native, xs, state, config, g)), batch,
                 weights_digests(self.model_weights(native, xs, config)))
 

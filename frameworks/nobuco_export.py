@@ -1,13 +1,13 @@
 """nobuco: ``nobuco.pytorch_to_keras`` of ``torch.nn.LSTM`` and ``torch.nn.GRU``, the Keras model it writes run
 in Keras (Keras 2, TensorFlow 2.15's).
 
-The weights are PyTorch's: the mapping is ``rnn_equivalence.frameworks.pytorch``'s layer mapping (``TorchLayer``), unchanged.
-nobuco converts the loaded module by tracing one call with the run's arguments, and writes a functional
-Keras model with one input per tensor argument (``x``, then ``h0``, then ``c0``) and one output per tensor
-returned (``output``, ``h_n``, ``c_n``); ``ChannelOrder.PYTORCH`` on both sides keeps PyTorch's layouts,
-``batch_first`` included. What is checked is that the Keras model computes what PyTorch and the reference
-compute: nobuco transposes the kernels, sums an LSTM's two biases and reorders a GRU's gates (r, z, n to
-Keras's z, r, h, its two biases stacked in Keras's two rows), all inside the tool.
+The weights are PyTorch's: the mapping is ``rnn_equivalence.frameworks.pytorch``'s layer mapping
+(``TorchLayer``), unchanged. nobuco converts the loaded module by tracing one call with the run's arguments,
+and writes a functional Keras model with one input per tensor argument (``x``, then ``h0``, then ``c0``) and
+one output per tensor returned (``output``, ``h_n``, ``c_n``); ``ChannelOrder.PYTORCH`` on both sides keeps
+PyTorch's layouts, ``batch_first`` included. What is checked is that the Keras model computes what PyTorch
+and the reference compute: nobuco transposes the kernels, sums an LSTM's two biases and reorders a GRU's
+gates (r, z, n to Keras's z, r, h, its two biases stacked in Keras's two rows), all inside the tool.
 
 nobuco imports Keras 2 as ``keras`` (TensorFlow 2.15, NumPy < 2) and imports torchvision: it cannot live in
 the suite's main environment. Its systems run in their own, made by the nox session ``nobuco`` (noxfile.py),

@@ -1,6 +1,6 @@
-"""onnx2tf: the ONNX ``RNN``, ``LSTM`` and ``GRU`` nodes the ONNX systems build (``rnn_equivalence.frameworks.onnx_rnn``,
-the same mapping), converted to TFLite by ``onnx2tf.convert`` and run in LiteRT's interpreter
-(``ai_edge_litert``, its default delegate).
+"""onnx2tf: the ONNX ``RNN``, ``LSTM`` and ``GRU`` nodes the ONNX systems build
+(``rnn_equivalence.frameworks.onnx_rnn``, the same mapping), converted to TFLite by ``onnx2tf.convert`` and
+run in LiteRT's interpreter (``ai_edge_litert``, its default delegate).
 
 onnx2tf pins exact versions of numpy, onnx, onnxruntime and ai-edge-litert, and its releases since 2.0
 need Python 3.12: it cannot live in the suite's main environment. Its systems run in their own, made by

@@ -244,7 +244,8 @@ class OnnxOperator(Adapter):
             [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape)
              for name, value in feeds.items()],
             [helper.make_tensor_value_info(name, elem, Y_shape if name == "Y" else state_shape) for name in outputs],
-            [onnx.numpy_helper.from_array(np.ascontiguousarray(native[n]), n) for n in ("W", "R", "B", "P") if n in native])
+            [onnx.numpy_helper.from_array(np.ascontiguousarray(native[n]), n)
+             for n in ("W", "R", "B", "P") if n in native])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
         onnx.checker.check_model(model, full_check=True)
         return model, feeds, outputs
@@ -459,7 +460,8 @@ GATED_ACTIVATIONS = {
              "sigmoid,tanh,relu"),
     "gru": (GATED, "hard_sigmoid_0.2,tanh", "hard_sigmoid_relu6,tanh", "sigmoid,relu"),
 }
-GATED_OPTIONS = {"lstm": ("", "peepholes", "gate_clip", "coupled_gates", "peepholes+gate_clip"), "gru": ("", "gate_clip")}
+GATED_OPTIONS = {"lstm": ("", "peepholes", "gate_clip", "coupled_gates", "peepholes+gate_clip"),
+                 "gru": ("", "gate_clip")}
 # ONNX Runtime's LSTM does not clip c' on its way into h(c'), which the spec's clip ("applied to the
 # input of activations") and the canonical gate_clip do: microsoft/onnxruntime#27224 (closed as stale),
 # fix proposed in microsoft/onnxruntime#27239. Not a known issue of the clip sets but no clip sets at
@@ -489,7 +491,8 @@ OPENVINO_LSTM_DROPS = {
 
 
 def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
-    label = {OnnxRuntimeEvaluation: "ort", OnnxReferenceEvaluation: "reference", OpenVinoEvaluation: "openvino"}[evaluation]
+    label = {OnnxRuntimeEvaluation: "ort", OnnxReferenceEvaluation: "reference",
+             OpenVinoEvaluation: "openvino"}[evaluation]
     openvino = evaluation is OpenVinoEvaluation
     suffix = "-reset-before" if variant == "reset_before" else ""
     if name != f"onnx-{label}-{family}{suffix}":  # a typo in the table cannot register a misnamed system
@@ -506,7 +509,8 @@ def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
         "refused_options": refused,
         # onnx.reference computes the default activations whatever the node lists: it is compared on them
         # alone (as known issues, the others would take the covering design's rows from the default).
-        "activations": (GATED,) if reference else OPENVINO_ACTIVATIONS[family] if openvino else GATED_ACTIVATIONS[family],
+        "activations": ((GATED,) if reference else OPENVINO_ACTIVATIONS[family] if openvino
+                        else GATED_ACTIVATIONS[family]),
         "mutations": _gated_mutations(family, honours_activations=not reference, peepholes="peepholes" in options),
         "__module__": __name__, "__qualname__": qualname})
 

@@ -40,7 +40,8 @@ class TestPlan:
     # design and runs the first wrong mapping of each kind that needs a conversion (rnn_equivalence.harness.depth,
     # rnn_equivalence.harness.cases); every case and every one at full depth.
     converter: str = ""
-    # Cases with an initial state given and omitted (rnn_equivalence.harness.cases); (False,): a system that refuses one.
+    # Cases with an initial state given and omitted (rnn_equivalence.harness.cases); (False,): a system that
+    # refuses one.
     initial_states: tuple[bool, ...] = (True, False)
     # Padded batches: the configurations the system is compared on with mixed lengths (with the
     # system's own options, e.g. ("enforce_sorted", False)). A system with none refuses a padded batch.

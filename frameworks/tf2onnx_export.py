@@ -1,10 +1,11 @@
 """``tf2onnx.convert.from_keras`` of Keras 2 (``tf_keras``) ``SimpleRNN``, ``LSTM`` and ``GRU`` layers,
 stacked and bidirectional, run in ONNX Runtime.
 
-The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping (``KerasLayer``), unchanged,
-named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that the converted model
-computes what the Keras layers and the reference compute. The model converted is the functional
-``tf_keras.Model`` a user writes around the layers (``rnn_equivalence.frameworks.keras_model``), with any batch size.
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping
+(``KerasLayer``), unchanged, named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that
+the converted model computes what the Keras layers and the reference compute. The model converted is the
+functional ``tf_keras.Model`` a user writes around the layers (``rnn_equivalence.frameworks.keras_model``),
+with any batch size.
 
 tf2onnx turns a Keras recurrent layer into one ONNX ``RNN``, ``LSTM`` or ``GRU`` node where it
 recognises the layer's loop (its rewriters), else into a ``Loop``: ``recurrent_operators()`` lists the node types of
@@ -12,12 +13,13 @@ the last conversion, and tests/equivalence/test_converters.py records which. tf2
 a Keras 3 model (it reads Keras 2's internals): that refusal is a test there too. ``from_function`` on the
 model wrapped in a ``tf.function`` (how some users call it) gives the same nodes and outputs: a test there.
 
-Padded batches: the Keras layers' ``Masking`` configuration (``rnn_equivalence.frameworks.keras_model``); with the mask in
-the graph tf2onnx converts every layer into a ``Loop``, the LSTM too (measured, a test holds it).
-Chunked runs: the returned states fed back as the next call's initial states (``rnn_equivalence.frameworks.keras_model``).
-float64 where the layer becomes a ``Loop`` (the SimpleRNN and the reset-before GRU: elementwise ops and
-matrix products, which ONNX Runtime runs in double); float32 only where it becomes a fused node, whose
-CPU kernels refuse double (a test). No gradients (an ONNX graph run in ONNX Runtime has no autodiff here).
+Padded batches: the Keras layers' ``Masking`` configuration (``rnn_equivalence.frameworks.keras_model``);
+with the mask in the graph tf2onnx converts every layer into a ``Loop``, the LSTM too (measured, a test
+holds it). Chunked runs: the returned states fed back as the next call's initial states
+(``rnn_equivalence.frameworks.keras_model``). float64 where the layer becomes a ``Loop`` (the SimpleRNN and
+the reset-before GRU: elementwise ops and matrix products, which ONNX Runtime runs in double); float32 only
+where it becomes a fused node, whose CPU kernels refuse double (a test). No gradients (an ONNX graph run in
+ONNX Runtime has no autodiff here).
 """
 
 from __future__ import annotations

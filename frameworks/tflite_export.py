@@ -2,8 +2,9 @@
 layers, stacked and bidirectional, converted by ``tf.lite.TFLiteConverter`` with TFLite's builtin ops
 only, and run in LiteRT's interpreter (``ai_edge_litert``) with its default delegate (XNNPACK).
 
-The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping (``KerasLayer``), unchanged,
-in the functional model a user writes around the layers (``rnn_equivalence.frameworks.keras_model``).
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping
+(``KerasLayer``), unchanged, in the functional model a user writes around the layers
+(``rnn_equivalence.frameworks.keras_model``).
 
 What a user calls, and what it takes (measured with TensorFlow 2.21, tests/equivalence/test_converters.py
 holds each):
@@ -19,12 +20,12 @@ holds each):
   TFLite's fused ``UNIDIRECTIONAL_SEQUENCE_LSTM`` kernel with its default activations (other activations,
   ``go_backwards`` or ``return_state``: a ``WHILE`` loop), its GRU and SimpleRNN a ``WHILE`` loop.
 
-``recurrent_operators()`` lists the recurrent op types of the last converted model's main graph; the fused op or ``WHILE``
-each system declares (``fused``) is checked there. Padded batches: the Keras layers' ``Masking``
-configuration (``rnn_equivalence.frameworks.keras_model``), a ``WHILE`` loop whatever the layer. Chunked runs: the
-returned states fed back as the next call's initial states, a model per chunk length (the sequence length
-is fixed in the converted model too). float32 only (the interpreter's kernels); no gradients (no autodiff
-in the interpreter).
+``recurrent_operators()`` lists the recurrent op types of the last converted model's main graph; the fused
+op or ``WHILE`` each system declares (``fused``) is checked there. Padded batches: the Keras layers'
+``Masking`` configuration (``rnn_equivalence.frameworks.keras_model``), a ``WHILE`` loop whatever the layer.
+Chunked runs: the returned states fed back as the next call's initial states, a model per chunk length (the
+sequence length is fixed in the converted model too). float32 only (the interpreter's kernels); no gradients
+(no autodiff in the interpreter).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import io
 
 from rnn_equivalence.frameworks.base import LayerConfig, Native, import_framework
 from rnn_equivalence.frameworks.conversion_cache import converted_once
-from rnn_equivalence.frameworks.keras_adapters import GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes
+from rnn_equivalence.frameworks.keras_adapters import (
+    GRU, GRU_BEFORE, KERAS_TF, LSTM, RNN, TF_KERAS, KerasLayer, system_attributes,
+)
 from rnn_equivalence.frameworks.keras_model import KerasModelExport, carried_state_configs, masking_configs
 from rnn_equivalence.reference.params import GATED
 

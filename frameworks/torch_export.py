@@ -115,14 +115,15 @@ class Exported(TorchLayer):
         data = self.exported_model(native, module, args, flat, config, g, names[:len(flat)])
         session = self.ort.InferenceSession(data, providers=["CPUExecutionProvider"])
         self.last_model = self.onnx.load_from_string(data)
-        return [np.asarray(r) for r in session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), flat)})]
+        return [np.asarray(r)
+                for r in session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), flat)})]
 
     def exported_model(self, native: Native, module, args, flat, config: LayerConfig, g: str, names) -> bytes:
         """The export, made once per model: an export takes seconds (dynamo unrolls all T steps).
 
-        The model depends on the weights, the configuration, the activation and the inputs' shapes,
-        not on the inputs' values (``rnn_equivalence.frameworks.conversion_cache``). A padded batch's model takes the lengths
-        as an input (``names``): one model for any lengths.
+        The model depends on the weights, the configuration, the activation and the inputs' shapes, not on the
+        inputs' values (``rnn_equivalence.frameworks.conversion_cache``). A padded batch's model takes the
+        lengths as an input (``names``): one model for any lengths.
         """
         # The versions (onnx's among them: ``converter_distributions``) are added by ``converted_once``.
         parts = (g, str(config), list(names), [(tuple(a.shape), str(a.dtype)) for a in flat],

@@ -356,7 +356,8 @@ def padded_right_in_float32(adapter) -> bool:
     from rnn_equivalence.harness.known_issues import rows_of
 
     return bool(adapter.padded_configs) and all(row.dtype not in ("*", "float32")
-                                                for row in rows_of(adapter.name, ("reference", "padded")) if not row.option)
+                                                for row in rows_of(adapter.name, ("reference", "padded"))
+                                                if not row.option)
 
 
 # Chunked runs of six steps: uneven chunks, one step per call, and two even halves.
@@ -399,7 +400,8 @@ def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     rows = rows[:1] if depth == "quick" else converted_once_each(adapter, depth, rows)
     shapes = SHAPES if depth == "full" else SHAPES[1:]
     return in_turn([case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config,
-                            activation=g, options=o) for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))],
+                            activation=g, options=o)
+                    for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))],
                    adapter, depth)
 
 
@@ -422,8 +424,8 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
     else:
         n = 1 if depth == "quick" else max(len(configs), len(activations))
         rows = [(configs[i % len(configs)], activations[i % len(activations)], SHAPES[(i + 1) % 2]) for i in range(n)]
-        padded = [(adapter.padded_configs[0], adapter.padding_sides[0])] if adapter.padded_configs and depth != "quick" \
-            else []
+        padded = ([(adapter.padded_configs[0], adapter.padding_sides[0])]
+                  if adapter.padded_configs and depth != "quick" else [])
     cases = [case_of(adapter, I, H, GRADIENT_BATCH, GRADIENT_STEPS, seed * 10_000 + 900 + i,
                      replace(config, initial_state=True), activation=g)
              for i, (config, g, (I, H)) in enumerate(rows)]

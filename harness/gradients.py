@@ -84,8 +84,8 @@ def reference_gradients(adapter, case, dtype: str) -> tuple[dict, dict, dict]:
 
 @lru_cache(maxsize=None)
 def _gradients_and_bound(key, dtype: str) -> tuple[dict, dict]:
-    """``rnn_equivalence.reference.backward`` on ``rnn_equivalence.reference.tolerance.Arithmetic``: the exact gradients (the values,
-    from the exact data) and the running bound on a ``dtype`` computation's error."""
+    """``rnn_equivalence.reference.backward`` on ``rnn_equivalence.reference.tolerance.Arithmetic``: the exact
+    gradients (the values, from the exact data) and the running bound on a ``dtype`` computation's error."""
     case, canonical = key[0], {k: np.frombuffer(v) for k, v in key[1]}
     reference = case.reference()
     canonical = {k: v.reshape(reference[k].shape) for k, v in canonical.items()}

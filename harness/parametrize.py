@@ -149,7 +149,8 @@ def paired_cases(classes, depth: str, seed: int) -> list[tuple]:
         for case in pair_cases(other, other, depth, seed):
             if not computes(other, case):
                 continue
-            partner = next((cls for cls in [by_name[anchor], *family] if cls.name != name and computes(cls, case)), None)
+            partner = next((cls for cls in [by_name[anchor], *family]
+                            if cls.name != name and computes(cls, case)), None)
             key = (frozenset((partner.name, name)) if partner else None, case.activation, case.options)
             if partner is None or key in seen:
                 continue

@@ -26,7 +26,8 @@ def cost_text(cost: dict) -> str:
     peaks = ", ".join(f"{name} {peak['process']:.2f} GiB"
                       for name, peak in cost.get("peak_rss", {}).items())
     ranked = ", ".join(f"{name} {spent:.1f}" for name, spent in sorted(seconds.items(), key=lambda item: -item[1]))
-    return (f"Test time: {sum(seconds.values()):.0f} s summed over the processes" + (f"; peak RSS: {peaks}" if peaks else "")
+    return (f"Test time: {sum(seconds.values()):.0f} s summed over the processes"
+            + (f"; peak RSS: {peaks}" if peaks else "")
             + f". Seconds per system (or test module), costliest first: {ranked}.")
 
 SCHEMA_VERSION = 6  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
@@ -128,7 +129,8 @@ def markdown(report: dict) -> str:
         *([conversions_text(report["conversions"]), ""] if conversions_text(report.get("conversions", {})) else []),
         *([cost_text(report["cost"]), ""] if report.get("cost", {}).get("seconds") else []),
         *[f"Run in an environment of their own (nox session `{session}`), not here: {', '.join(names)}; their "
-          f"report: docs/environments/{session}/EQUIVALENCE.md." for session, names in report.get("elsewhere", {}).items()],
+          f"report: docs/environments/{session}/EQUIVALENCE.md."
+          for session, names in report.get("elsewhere", {}).items()],
         *([""] if report.get("elsewhere") else []),
         "Each case compares hidden states with a float64 NumPy reference; `err/bound` is the largest "
         "error as a fraction of the rounding-error bound of reference/tolerance.py (equivalent when <= 1).", "",
@@ -153,7 +155,8 @@ def markdown(report: dict) -> str:
         lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['family']} | {s['cell']} "
                      f"| {s['versions']} | {s['cases']} | {s['known_issue_cases']} | {error} | {ratio} "
                      f"| {' | '.join(_runs(s[kind]) for kind in RUN_KINDS)} | {bitwise} | {caught} | {s['verdict']} |")
-    levels = [(s, level, runs) for s in report["systems"] if len(s["levels"]) > 1 for level, runs in s["levels"].items()]
+    levels = [(s, level, runs) for s in report["systems"] if len(s["levels"]) > 1
+              for level, runs in s["levels"].items()]
     if levels:
         lines += ["", "## By activation and options", "",
                   "The reference comparisons of the systems above with more than one activation or options set, "
@@ -162,7 +165,8 @@ def markdown(report: dict) -> str:
                   "|---|---|---|---|"]
         lines += [f"| {s['system']} | {s['dtype']} | {level} | {_runs(runs)} |" for s, level, runs in levels]
     if report["non_equivalences"]:
-        lines += ["", "## Proved non-equivalences", "", "| system | against | max difference | difference/bound | why |",
+        lines += ["", "## Proved non-equivalences", "",
+                  "| system | against | max difference | difference/bound | why |",
                   "|---|---|---|---|---|"]
         for n in report["non_equivalences"]:
             lines.append(f"| <a id=\"{n['anchor']}\"></a>{n['system']} | {n['against']} | {n['max_difference']:.2e} "

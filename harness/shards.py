@@ -49,7 +49,8 @@ def write_part(summary, directory) -> Path:
             "names": list(summary.names), "command": run_command(), "environment": environment(summary.names),
             "outcomes": dict(summary.outcomes), "conversions": dict(summary.conversions),
             "conversions_by_system": summary.conversions_by_system, "seconds": summary.seconds,
-            "peak_rss": {f"part {k} {name}": peak for name, peak in summary.peak_rss.items()}, "records": summary.records}
+            "peak_rss": {f"part {k} {name}": peak for name, peak in summary.peak_rss.items()},
+            "records": summary.records}
     path = directory / f"part-{k}-of-{n}.json"
     path.write_text(json.dumps(part, indent=1) + "\n")
     return path
@@ -99,7 +100,8 @@ def merge(paths, output) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rnn_equivalence.harness.shards", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rnn_equivalence.harness.shards",
+                                     description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     merging = commands.add_parser("merge", help="merge the report parts of a sharded run into one report")
     merging.add_argument("parts", nargs="+", help="the part-K-of-N.json files, one per part")

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 
 PROPERTY = "rnn_equivalence"
 # A report's count of converted models read from the conversion cache or converted in its phase
-# (rnn_equivalence.frameworks.conversion_cache, attached by rnn_equivalence.harness.records): {"from_cache": n, "converted": n, "rejected": n}.
+# (rnn_equivalence.frameworks.conversion_cache, attached by rnn_equivalence.harness.records):
+# {"from_cache": n, "converted": n, "rejected": n}.
 CONVERSIONS = "rnn_equivalence_conversions"
-# What a test phase cost: {"system": name or the test module, "seconds": its duration} (rnn_equivalence.harness.records).
+# What a test phase cost: {"system": name or the test module, "seconds": its duration}
+# (rnn_equivalence.harness.records).
 COST = "rnn_equivalence_cost"
 
 # Record kinds:
@@ -161,7 +163,8 @@ class Summary:
         self.conversions_by_system: dict[str, int] = {}  # models each system needed: from the cache or converted
         self.conversion_cache: str | None = None  # its directory, "" where off (conftest sets it); None: unknown
         self.seconds: dict[str, float] = {}  # test seconds by system (or test module), every phase, every worker
-        self.peak_rss: dict[str, dict] = {}  # by process ("gw0", or "main" without xdist): GiB (rnn_equivalence.harness.records)
+        # by process ("gw0", or "main" without xdist): GiB (rnn_equivalence.harness.records)
+        self.peak_rss: dict[str, dict] = {}
 
     def add(self, record: dict) -> None:
         self.records.append(record)
@@ -185,7 +188,8 @@ class Summary:
                 self.add(value)
 
     def add_conversions(self, counts: dict) -> None:
-        """Add one phase's conversion counts; those naming their system (rnn_equivalence.harness.records) count for it too."""
+        """Add one phase's conversion counts; those naming their system (rnn_equivalence.harness.records)
+        count for it too."""
         for key in self.conversions:
             self.conversions[key] += int(counts.get(key, 0))
         if counts.get("system"):
@@ -202,7 +206,8 @@ class Summary:
                 self.seconds[value["system"]] = self.seconds.get(value["system"], 0.0) + value["seconds"]
         self.outcomes[_outcome(report)] += _counts(report)
 
-    def pytest_testnodedown(self, node, error) -> None:  # xdist: a worker's peak memory (rnn_equivalence.harness.records)
+    # xdist: a worker's peak memory (rnn_equivalence.harness.records)
+    def pytest_testnodedown(self, node, error) -> None:
         peak = getattr(node, "workeroutput", {}).get("rnn_equivalence_peak_rss")
         if peak:
             self.peak_rss[node.gateway.id] = peak
@@ -348,7 +353,8 @@ class Summary:
                 if row.family != family:
                     continue
                 rows.append((row.system, row.dtype, str(row.cases + row.known_cases), row.error_text,
-                             row.ratio_text, *(getattr(row, kind).text for kind in RUN_KINDS), ("yes" if all(row.exact) else "NO") if row.exact else "-",
+                             row.ratio_text, *(getattr(row, kind).text for kind in RUN_KINDS),
+                             ("yes" if all(row.exact) else "NO") if row.exact else "-",
                              f"{row.mutations_caught}/{row.mutations}" if row.mutations else "-", row.verdict))
             _table(rows, write_line)
         if any(row.known_cases for row in self.systems.values()):
@@ -363,7 +369,8 @@ class Summary:
             _table(rows, write_line)
         if self.non_equivalences:
             write_line("")
-            write_line("Proved non-equivalences (same weights, different functions; the difference is far above the bound):")
+            write_line("Proved non-equivalences (same weights, different functions; the difference is far "
+                       "above the bound):")
             rows = [("system", "against", "max|diff|", "diff/bound")]
             reasons = []
             for r in sorted(self.non_equivalences, key=lambda r: (r["system"], r["other"])):

@@ -37,16 +37,18 @@ backward direction and a padded batch read their steps as ``rnn_equivalence.refe
 and a reported position's cotangent goes back to the step it reports (under "repeat", the last
 real step receives those of the padded positions that copy it; a padded step receives nothing).
 
-Written once over an arithmetic ``ar``: ``rnn_equivalence.reference.equations.Exact`` (plain NumPy: the reference, in float64), and
-``rnn_equivalence.reference.tolerance.Arithmetic``, whose values carry error bounds, so that the same code run on it
-is the running error bound of the backward pass.
+Written once over an arithmetic ``ar``: ``rnn_equivalence.reference.equations.Exact`` (plain NumPy: the
+reference, in float64), and ``rnn_equivalence.reference.tolerance.Arithmetic``, whose values carry error
+bounds, so that the same code run on it is the running error bound of the backward pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rnn_equivalence.reference.equations import Exact, block as _block, gru_step, lstm_step, rnn_step  # noqa: F401 (Exact: rnn_equivalence.reference.backward.Exact)
+from rnn_equivalence.reference.equations import (  # noqa: F401 (Exact: rnn_equivalence.reference.backward.Exact)
+    Exact, block as _block, gru_step, lstm_step, rnn_step,
+)
 from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.stack import StackParams, _concatenate, _stack, reading_plan
@@ -54,7 +56,7 @@ from rnn_equivalence.reference.stack import StackParams, _concatenate, _stack, r
 RESULTS = ("output", "h_n", "c_n", "c_output")
 
 
-# --- one step back of each cell (the step forward, with its tape, is rnn_equivalence.reference.equations') -------------
+# --- one step back of each cell (the step forward, with its tape, is rnn_equivalence.reference.equations') ---------
 # backward(ar, p, x, state, tape, d_next) -> (d_state, da_x (G*H, B), [(first row, last row, da_h, v), ...])
 
 def rnn_backward(ar, p, x, state, tape, d):
@@ -162,7 +164,8 @@ def stack_gradients(ar, stack, xs, state, cotangents: dict, padding: Padding | N
             runs[k].append(per_group)
             # This direction's outputs at every real position (a padded one is never read above).
             H = p.output_size
-            outputs.append(_stack([_concatenate([columns.get((t, group.start or 0), _zeros(ar, (1 if padding else B, H)))
+            outputs.append(_stack([_concatenate([columns.get((t, group.start or 0),
+                                                             _zeros(ar, (1 if padding else B, H)))
                                                  for group in groups], axis=0) for t in range(T)]))
         layer_input = _concatenate(outputs, axis=-1)
 

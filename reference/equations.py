@@ -133,8 +133,9 @@ def lstm_step(ar, p, x, state, forget_bias=0.0):
     peep = [block(p.peepholes, k, H) for k in range(3)] if p.peepholes is not None else None
     # TF1's forget_bias, +fb and -fb in f's sum, for every arithmetic (one definition): on ``Arithmetic`` they
     # are the two roundings TF1's folded bias costs. Under ``Exact`` they would cancel only up to a float64
-    # rounding, but the reference never passes them: rnn_equivalence.reference.gated and rnn_equivalence.reference.backward.gradients run
-    # with forget_bias = 0, so no term is added and the reference's sum is unchanged, bit for bit.
+    # rounding, but the reference never passes them: rnn_equivalence.reference.gated and
+    # rnn_equivalence.reference.backward.gradients run with forget_bias = 0, so no term is added and the
+    # reference's sum is unchanged, bit for bit.
     folded = [np.full(H, forget_bias), np.full(H, -forget_bias)] if forget_bias else []
 
     def pre_activation(k, extra=(), diagonal=()):  # gates in PyTorch's order: input, forget, candidate, output

@@ -3,7 +3,8 @@
 A batch of sequences of different lengths is stored as one (T, batch, I) array. Element b has
 ``lengths[b]`` real steps, first and followed by padding (``side="post"``, the usual: steps
 0 .. L_b - 1), or last and preceded by it (``side="pre"``: steps T - L_b .. T - 1). The padded
-steps of the suite's inputs hold random values, not zeros, so a system that reads one is caught. The conventions every framework agrees on, which the reference implements:
+steps of the suite's inputs hold random values, not zeros, so a system that reads one is caught. The
+conventions every framework agrees on, which the reference implements:
 
 - a padded step does not touch the state: the cell runs over each element's real steps only;
 - the final state is the state after each element's last real step (its initial state if it

@@ -141,7 +141,8 @@ class CellParams:
         if (self.b_x is None) != (self.b_h is None):
             raise ValueError(
                 f"b_x and b_h: expected both arrays of shape ({GH},) or both None (no bias), "
-                f"got b_x={'None' if self.b_x is None else 'an array'}, b_h={'None' if self.b_h is None else 'an array'}")
+                f"got b_x={'None' if self.b_x is None else 'an array'}, "
+                f"b_h={'None' if self.b_h is None else 'an array'}")
         if self.b_x is not None:
             for name in ("b_x", "b_h"):
                 tensors[name] = check_float_array(name, getattr(self, name), (G * H,), f"({GH},)", source)

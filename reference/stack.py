@@ -208,7 +208,8 @@ def reading_plan(padding: Padding | None, b: int, steps: int, backward: bool, pa
 
 
 def run_stack(stack, xs, state=None, padding: Padding | None = None, padded_output: str = "zeros") -> dict:
-    """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over ``rnn_equivalence.reference.cells``."""
+    """The float64 (or the arguments' dtype) reference of a stack: ``drive`` over
+    ``rnn_equivalence.reference.cells``."""
     stack = StackParams.of(stack)
     xs = np.asarray(xs)
     if xs.ndim != 3 or xs.shape[2] != stack.input_size:

@@ -1,89 +1,25 @@
 """The floating-point error model behind every tolerance in the suite.
 
-This is the one place where tolerances are defined. A comparison is allowed
-exactly the error this model bounds, elementwise, and the measured error is
-reported as a fraction of that bound.
+This is the one place where tolerances are defined. A comparison is allowed exactly the error this
+model bounds, elementwise, and the measured error is reported as a fraction of that bound.
 
-Model (standard rounding-error analysis, Higham, *Accuracy and Stability of
-Numerical Algorithms*, 2nd ed., ch. 3). Let u be the unit roundoff of the
-arithmetic (2**-24 for float32, 2**-53 for float64) and
+The model is a running rounding-error analysis for the unit roundoff u of each dtype
+(``UNIT_ROUNDOFF``: 2**-24 for float32, 2**-53 for float64). Every value is an ``Approx``: its exact
+value (float64, from the exact data) and a bound on |computed - exact|. ``Arithmetic`` carries both
+through the operations every cell is built from (an affine sum in any order, an activation, a clip,
+a product or sum of two computed values). The cell equations of every family (vanilla, LSTM, GRU,
+with their options) are ``rnn_equivalence.reference.equations``', the reference's own, run here on
+``Arithmetic``; ``rnn_equivalence.reference.stack.drive`` carries values and bounds through steps,
+layers, directions, padded batches and chunks exactly as it carries the reference.
 
-    gamma_n = n u / (1 - n u).
+``reference_and_bound`` returns the exact results of ``rnn_equivalence.reference.stack.run_stack``
+(in float64, from the exact data) and the bounds on |computed in ``dtype`` - exact|, as two dicts
+with the same keys (``chunked_reference_and_bound``: the same pair per chunk). ``pair_bound`` returns
+the allowed |a - b| of two computed results, each within its own bound: the sum of both bounds
+(against the float64 reference that adds the tiny float64 bound).
 
-Every cell of the family is built from three operations, and each carries an
-exact value (float64, from the exact data) together with a bound on how far
-the computed value may be from it (``Approx``):
-
-- an affine sum, sum_k W_k v_k + biases, of n terms (the products and the
-  biases): computed in floating point in *any* order, blocked or not, with or
-  without fused multiply-adds, and with the biases added first or last,
-
-      |fl(z) - z| <= gamma_n * sum_k |W_k| (|v_k| + e_k) + sum_k |W_k| e_k,
-
-  the first term its own rounding, the second the errors e_k already in its
-  operands. This is why one bound serves both of the lecture's formulas and
-  every framework: the concatenated kernel W_h [h; x] and the split
-  W_hh h + W_hx x add the same n = H + I (+ 2 biases) terms, in other orders;
-  a framework with one summed bias adds the same value in one term fewer.
-- an activation g: e_out = L * e_in + E_g(z), where L is the largest slope
-  |g'| on [z - e_in, z + e_in] (exact, not a first-order estimate: see
-  ``rnn_equivalence.reference.activations.max_slope``) and E_g(z) the error of evaluating g
-  itself (``activation_error``):
-  - tanh and sigmoid: 4 ulps of 1.0 (eps = 2u), absolute (|g| <= 1, and some
-    implementations, sigmoid as (1 + tanh(z/2)) / 2 or Eigen's rational
-    approximations, are accurate in absolute rather than relative terms);
-  - relu and identity: 0, they round nothing beyond their argument;
-  - the piecewise-linear hard sigmoids clip(a z + b, 0, 1): the clip is exact, and
-    the affine piece costs at most four roundings of its size, 4u (a|z| + b): the
-    constant a (0.2 and 1/6 are not binary fractions, so fl(a) differs from a), the
-    product, the sum, and, computed as relu6(z + 3) / 6, the sum and the division
-    (u (|z| + 3) / 6 + u <= 4u (a|z| + b)). Where both the exact and the computed
-    argument lie on a clipped piece the result is exact: L = 0 there and only E_g
-    remains. A breakpoint inside [z - e_in, z + e_in] costs nothing more: g is
-    a-Lipschitz, so L = a bounds its difference quotient on any interval that
-    reaches the linear piece.
-  E_g is checked on every framework by test_activation_accuracy_assumed_by_the_error_model.
-- a clip to [-t, t] (ONNX ``clip``, TF1 ``cell_clip`` and ``proj_clip``): exact and
-  1-Lipschitz, so e_out = e_in, and none of it where the whole interval [z - e, z + e]
-  is clipped (both values are then +-t); plus u t, since t itself is rounded to the
-  dtype (0.4 is not a float32): e_out = (e_in or 0) + u t.
-- a product or sum of two computed values a, b: |a| e_b + |b| e_a + e_a e_b
-  (product) or e_a + e_b (sum), plus one rounding of the result, u * (|result| +
-  the propagated error).
-
-The vanilla cell is one affine sum and one activation per step,
-
-    e_t = L_t * (gamma_n * S_t + |W_hh| e_{t-1} + |W_hx| e_x) + k_g * eps,
-    S_t = |W_hh| (|h_{t-1}| + e_{t-1}) + |W_hx| (|x_t| + e_x) + |b_x| + |b_h|,
-
-and the gated cells are written operation by operation in ``rnn_equivalence.reference.equations``
-(the reference's own equations, run here on ``Arithmetic``), with their options: a peephole term p * c is one more term of its
-gate's sum (one product, like the kernels'), a projection W_proj m is one more
-affine sum, of H terms, coupled gates are 1 - i. Errors carry over from step to step because a framework
-feeds its own computed state back in. A stacked layer reads the layer below's
-computed outputs, so their bound is its input error e_x; ``rnn_equivalence.reference.stack.drive``
-carries values and bounds through layers and directions exactly as it carries
-the reference. The inputs and weights are exact float32 values
-(``CellParams.random``), so no rounding of the data enters.
-
-Padded batches and chunked runs add nothing to the model. A padded step computes
-nothing: the state passes through it unchanged (no rounding), and what the step
-reports is either an exact zero (bound 0) or a copy of a real step's result (that
-step's bound); so each element's bound is the bound of its real steps run alone,
-which ``drive`` computes by running them alone (tests/reference/test_padding.py
-checks both bitwise). A chunked run hands the next call the computed state itself,
-in the same dtype: the next call continues the same recurrence with the same error
-carried in (``chunked_reference_and_bound`` passes the ``Approx`` state on), so
-each chunk's bound is the whole run's over the same steps.
-
-The bound is a worst case; typical errors grow like sqrt(n) u, not n u, so
-measured ratios of 0.01 to 0.1 are normal. What matters is that a wrong weight
-mapping changes h by O(0.1 to 1), four or more orders of magnitude above any
-bound here, and that a correct one never exceeds it.
-
-Comparing two computed results, each has its own error, so the allowed
-difference is the sum of both bounds (``pair_bound``); against the float64
-reference that adds the (tiny) float64 bound.
+The derivation, operation by operation and with the reason for each bound (every summation order,
+each activation, clips, the recurrence, options, layers, padded and chunked runs), is in docs/TOLERANCES.md.
 """
 
 from __future__ import annotations
@@ -93,7 +29,9 @@ from functools import partial
 
 import numpy as np
 
-from rnn_equivalence.reference.activations import BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope
+from rnn_equivalence.reference.activations import (
+    BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope,
+)
 from rnn_equivalence.reference.equations import STEPS as EQUATIONS
 from rnn_equivalence.reference.params import CellParams
 from rnn_equivalence.reference.stack import StackParams, drive
@@ -103,7 +41,7 @@ UNIT_ROUNDOFF = {
     "float64": 2.0**-53,
 }
 
-# Assumed accuracy of the library activations, in ulps of 1.0 (see above); the hard
+# Assumed accuracy of the library activations, in ulps of 1.0 (docs/TOLERANCES.md); the hard
 # sigmoids' depends on their argument (``activation_error``).
 ACTIVATION_ULPS = {"tanh": 4, "sigmoid": 4, "relu": 0, "identity": 0}
 HARD_SIGMOID_ROUNDINGS = 4
@@ -250,8 +188,8 @@ class Arithmetic:
         return Approx(a.value, a.error + roundings * self.u * extra)
 
 
-# The cell equations are rnn_equivalence.reference.equations', the one definition: run here on ``Arithmetic``, each step's
-# value is the reference's and its error the bound (the tape is the backward pass's, unused here).
+# The cell equations are rnn_equivalence.reference.equations', the one definition: run here on ``Arithmetic``,
+# each step's value is the reference's and its error the bound (the tape is the backward pass's, unused here).
 def _next_state(step):
     """``step`` without its tape: (ar, p, x, state, forget_bias) -> the next state."""
     return lambda *args: step(*args)[0]
@@ -307,7 +245,8 @@ def chunked_reference_and_bound(stack, xs, state, dtype: str, forget_bias: float
         raise ValueError("chunks: a bidirectional layer cannot run a sequence in chunks (its backward "
                          "direction starts from the end of the whole sequence)")
     if sum(sizes) != np.shape(xs)[0] or min(sizes) < 1:
-        raise ValueError(f"chunks: expected sizes of at least 1 step adding up to T={np.shape(xs)[0]}, got {list(sizes)}")
+        raise ValueError(f"chunks: expected sizes of at least 1 step adding up to T={np.shape(xs)[0]}, "
+                         f"got {list(sizes)}")
     chunks, start = [], 0
     for size in sizes:
         approx = _approx_results(stack, xs[start:start + size], state, dtype, forget_bias)

@@ -32,9 +32,10 @@ the suite's tests for the two systems now (``rnn_equivalence.compare``) and prin
 the mapping between them, and the evidence (cases, worst err/bound per dtype, versions, differences).
 
 Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify), or converted and
-equivalent (convert), Yes (compare); 1 not equivalent, or refused, No or Only if (compare); 2 bad input (a file that is not named weights,
-recurrent weights that do not read, inputs that do not fit), with one line naming what was expected
-and what was received, never a traceback. Human output fits 100 columns.
+equivalent (convert), Yes (compare); 1 not equivalent, or refused, No or Only if (compare); 2 bad
+input (a file that is not named weights, recurrent weights that do not read, inputs that do not fit),
+with one line naming what was expected and what was received, never a traceback. Human output fits 100
+columns.
 """
 
 from __future__ import annotations
@@ -205,7 +206,8 @@ def convert(file, target, output, location, system, seed, run_frameworks, as_jso
             forget_bias = getattr(mapping(system), "forget_bias", 0.0)
             if forget_bias:
                 click.echo(_wrapped("  ", f"{system} adds forget_bias={forget_bias} to the f gate: the weights "
-                                          f"{verb} it hold the f bias without it (folded), so the function is the same"))
+                                          f"{verb} it hold the f bias without it (folded), so the function "
+                                          f"is the same"))
         click.echo(_wrapped("", f"{'EQUIVALENT' if verdict.equivalent else 'NOT EQUIVALENT'}: {verdict.reason}"))
     sys.exit(0 if verdict.equivalent else 1)
 

@@ -141,7 +141,8 @@ def decide(cls_a, cls_b, rows: list[dict], refusal: str | None) -> tuple[str, st
         return "Only if", (f"Only where no known upstream issue applies: {issues}"
                            + (f"; and {refusal.rstrip('.')}" if refusal else ""))
     if refusal:
-        return "Only if", f"Both compute the {member(cls_a)} cell within their bounds, but {refusal.rstrip('.')}{caveat}"
+        return "Only if", (f"Both compute the {member(cls_a)} cell within their bounds, "
+                           f"but {refusal.rstrip('.')}{caveat}")
     worst = max(r["worst_ratio"] for r in rows)
     agree = (f"Both compute the {member(cls_a)} cell within the derived bound on the same canonical "
              f"parameters ({sum(r['cases'] for r in rows)} cases, worst err/bound {worst:.3g}), so they agree "

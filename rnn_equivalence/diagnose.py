@@ -112,7 +112,8 @@ def mistakes(stack: StackParams):
     if any(name in hard for name in names):  # Keras 3's relu6(x + 3) / 6 and Keras 2's clip(0.2 x + 0.5, 0, 1)
         swapped_activation = ",".join(hard.get(name, name) for name in names)
         out.append((f"the other hard sigmoid ({swapped_activation} instead of {first.activation}: Keras 2's and "
-                    f"Keras 3's differ)", lambda s, a=swapped_activation: _cells(s, lambda c: replace(c, activation=a))))
+                    f"Keras 3's differ)",
+                    lambda s, a=swapped_activation: _cells(s, lambda c: replace(c, activation=a))))
     if family == "gru":
         other = {"reset_after": "reset_before", "reset_before": "reset_after"}[first.variant]
         out.append((f"the other GRU variant ({other} instead of {first.variant}: where r multiplies)",

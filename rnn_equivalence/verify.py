@@ -11,10 +11,11 @@ canonical parameters (``rnn_equivalence.reference.params``) whatever the framewo
    the sum b_x + b_h a framework computes (a port may keep two biases or one), within the rounding of
    one addition in the files' dtype, u (|b_x| + |b_h|) for each side.
 3. **Runs**, the function itself: the float64 reference of each module on the same seeded inputs and
-   initial state (T steps, a batch), compared with the derived bound (``rnn_equivalence.reference.tolerance``) of a run of
-   each in float32 and in float64: ``|ref(a) - ref(b)| <= bound_a + bound_b`` element by element,
-   what the suite asks of two systems. The verdict is float32's: two files whose float32 runs cannot
-   be told apart from rounding are equivalent; float64's ratio is reported beside it.
+   initial state (T steps, a batch), compared with the derived bound
+   (``rnn_equivalence.reference.tolerance``) of a run of each in float32 and in float64:
+   ``|ref(a) - ref(b)| <= bound_a + bound_b`` element by element, what the suite asks of two systems.
+   The verdict is float32's: two files whose float32 runs cannot be told apart from rounding are
+   equivalent; float64's ratio is reported beside it.
 
 4. **The frameworks themselves** (``run_frameworks``): each module's system runs its own weights, through
    the suite's runner (``frameworks.load``), on the same inputs in float32 and float64 (those it

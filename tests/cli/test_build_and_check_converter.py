@@ -129,7 +129,8 @@ def test_build_gives_a_flax_cell_computing_the_reference(name, load_system):
     else:
         new_carry, _ = built(carry, jnp.asarray(xs[0]))
     h = np.asarray(new_carry[1] if family == "lstm" else new_carry)
-    assert np.all(np.abs(h - expected["output"][0]) <= allowed[0]), np.max(np.abs(h - expected["output"][0]) / allowed[0])
+    assert np.all(np.abs(h - expected["output"][0]) <= allowed[0]), (
+        np.max(np.abs(h - expected["output"][0]) / allowed[0]))
 
 
 def test_build_refuses_what_it_does_not_build():

@@ -1,6 +1,7 @@
 """``rnn-equivalence convert FILE --to SYSTEM -o OUT``: the weights written in the target framework's own
 format, loaded by that framework's own loader, and checked against FILE (exit 0); a target that cannot
-hold the same function refuses, saying why (exit 1); bad input exits 2. The frameworks it writes for and checks with are loaded first (``load_system``)."""
+hold the same function refuses, saying why (exit 1); bad input exits 2. The frameworks it writes for and
+checks with are loaded first (``load_system``)."""
 
 import json
 

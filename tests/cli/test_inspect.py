@@ -48,7 +48,8 @@ def test_a_model_file_is_read_module_by_module(tmp_path, suffix):
     assert len(inspection.modules) == 1
     module = inspection.modules[0]
     assert (module.location, module.system, module.family) == ("encoder.rnn", "torch-lstm-rnn", "lstm")
-    assert (module.input_size, module.hidden_size, module.config.num_layers, module.config.bidirectional) == (I, H, 2, True)
+    assert ((module.input_size, module.hidden_size, module.config.num_layers, module.config.bidirectional)
+            == (I, H, 2, True))
     assert sorted(inspection.skipped) == ["embedding.weight", "head.bias", "head.weight"]
     expected = lstm_stack()
     cells = list(module.params.cells())
@@ -95,7 +96,8 @@ def test_a_pickle_with_code_is_refused_not_run(tmp_path, load_system):
     whole = tmp_path / "module.pt"
     torch.save(torch.nn.GRU(I, H), whole)  # the module pickled, code and all
     for hostile in (path, whole):
-        with pytest.raises(FileRefused, match=r"weights_only=True\) refused it.*torch.save\(model.state_dict\(\), path\)"):
+        with pytest.raises(FileRefused,
+                           match=r"weights_only=True\) refused it.*torch.save\(model.state_dict\(\), path\)"):
             load_weights(hostile)
     assert not marker.exists()
 
@@ -183,7 +185,8 @@ def test_hostile_and_malformed_framework_files_exit_2(tmp_path):
              no_weights: "holding model.weights.h5"}
     (tmp_path / "garbage.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\x00" * 20)
     (tmp_path / "garbage.onnx").write_bytes(b"\xff" * 64)
-    cases.update({tmp_path / "garbage.h5": "not a readable HDF5 file", tmp_path / "garbage.onnx": "not a readable ONNX"})
+    cases.update({tmp_path / "garbage.h5": "not a readable HDF5 file",
+                  tmp_path / "garbage.onnx": "not a readable ONNX"})
     failures = []  # every file that is not refused clearly, not only the first
     for path, message in cases.items():
         result = run("inspect", path)
@@ -195,7 +198,8 @@ def test_hostile_and_malformed_framework_files_exit_2(tmp_path):
 def _valid_file(tmp_path, suffix, load_system):
     """A small valid file of each format, holding a recurrent module (a PyTorch GRU's weights where the
     format takes any names)."""
-    weights = {f"rnn.{k}": v.astype(np.float32) for k, v in write(StackParams.random("gru", I, H), "torch-gru-rnn").items()}
+    weights = {f"rnn.{k}": v.astype(np.float32)
+               for k, v in write(StackParams.random("gru", I, H), "torch-gru-rnn").items()}
     path = tmp_path / f"model{suffix}"
     if suffix in (".npz", ".safetensors"):
         return save(path, weights)

@@ -93,7 +93,8 @@ def test_every_porting_mistake_is_caught_and_named(name, family, layers, bidirec
     kinds += ["gates"] if family != "rnn" else []
     kinds += ["variant"] if family == "gru" else []
     tried = set()
-    for size in (I, H, 2 * H)[:3 if layers > 1 else 2]:  # non-square, square (W_x transposed: I = H; layers exchanged: I = 2H)
+    # non-square, square (W_x transposed: I = H; layers exchanged: I = 2H)
+    for size in (I, H, 2 * H)[:3 if layers > 1 else 2]:
         stack = StackParams.random(family, size, H, layers, bidirectional, seed=7)
         a = module(name, stack, layers, bidirectional)
         made = [(what, change) for what, change in mistakes(stack) if "instead of" not in what or "variant" in what]

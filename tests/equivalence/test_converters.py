@@ -20,7 +20,8 @@ def design_case(adapter, depth, seed, config, g, fallback_seed):
     whole or a padded one, whose converted model the reference or padded test converts too (one
     conversion per structure: rnn_equivalence.harness.depth); a small case of its own where the design has none."""
     designed = cases_for(adapter, depth, seed) + (padded_cases(adapter, depth, seed) if adapter.padded_configs else [])
-    same = [c for c in designed if replace(c.config, initial_state=config.initial_state) == config and c.activation == g]
+    same = [c for c in designed
+            if replace(c.config, initial_state=config.initial_state) == config and c.activation == g]
     return same[0] if same else case_of(adapter, 5, 4, 2, 3, fallback_seed, config, activation=g)
 
 
@@ -123,9 +124,9 @@ def test_tflite_keras2_conversion_is_from_keras_models(adapter):
 
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls))
 def test_a_model_converted_again_holds_the_new_weights(adapter):
-    """The Keras converters build one model per structure and assign each run's weights to its variables
-    before converting (``rnn_equivalence.frameworks.keras_model``): two cases of one structure, run in turn (and the first
-    again), each match their own reference, which the first's weights converted again would not. The
+    """The Keras converters build one model per structure and assign each run's weights to its variables before
+    converting (``rnn_equivalence.frameworks.keras_model``): two cases of one structure, run in turn (and the
+    first again), each match their own reference, which the first's weights converted again would not. The
     comparison is the reference test's, its record left out of the report (not a design case)."""
     from tests.equivalence.test_reference import check_reference
 
@@ -174,11 +175,11 @@ def with_mask_zero(config):
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls))
 def test_an_embedding_with_mask_zero_masks_the_converted_model(adapter, depth, record):
     """The other way Keras users mask: an ``Embedding(mask_zero=True)`` in front, token 0 the padding. Its table
-    holds the case's inputs (``rnn_equivalence.frameworks.keras_model``: an exact lookup), so the converted model of a padded
-    batch of tokens is held to the float64 reference of the padded batch, on every side of padding the system
-    takes at full depth (post-padding otherwise: the design cases' Masking layer covers every side), in the
-    system's own padded configuration; and its recurrent op is a loop, as with a Masking layer. A converter
-    that dropped the mask would run the padded steps: far outside the bound."""
+    holds the case's inputs (``rnn_equivalence.frameworks.keras_model``: an exact lookup), so the converted
+    model of a padded batch of tokens is held to the float64 reference of the padded batch, on every side of
+    padding the system takes at full depth (post-padding otherwise: the design cases' Masking layer covers every
+    side), in the system's own padded configuration; and its recurrent op is a loop, as with a Masking layer. A
+    converter that dropped the mask would run the padded steps: far outside the bound."""
     from rnn_equivalence.harness.cases import LENGTHS, PADDED_STEPS, padding_of
     from tests.equivalence.test_padded import against_reference
 

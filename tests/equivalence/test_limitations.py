@@ -45,7 +45,8 @@ def test_pytorch_refuses_zero_lengths_and_unsorted_lengths_when_sorting_is_enfor
     xs = torch.zeros(4, 2, 3)
     with pytest.raises(RuntimeError, match=r"Length of all samples has to be greater than 0"):
         pack_padded_sequence(xs, torch.tensor([4, 0]), enforce_sorted=False)
-    with pytest.raises(RuntimeError, match=r"`lengths` array must be sorted in decreasing order when `enforce_sorted` is True"):
+    with pytest.raises(RuntimeError,
+                       match=r"`lengths` array must be sorted in decreasing order when `enforce_sorted` is True"):
         pack_padded_sequence(xs, torch.tensor([2, 4]))
     sorted_config = next(c for c in adapter.padded_configs if c.option("enforce_sorted"))
     case = rnn_case(sorted_config).with_(batch=2, steps=4)

@@ -53,7 +53,8 @@ TOOL_REFUSES = "flatbuffer_direct validation failed|unresolved custom op: ONNX_L
 REFUSED = {
     "rnn": [("identity", "", None), ("hard_sigmoid_0.2", "", None), ("hard_sigmoid_relu6", "", None),
             ("tanh", "gate_clip", None),
-            ("tanh", "", LayerConfig(1, False, initial_state=False, options=(("direction", "forward"), ("layout", 1))))],
+            ("tanh", "", LayerConfig(1, False, initial_state=False,
+                                     options=(("direction", "forward"), ("layout", 1))))],
     "gru": [("hard_sigmoid_0.2,tanh", "", None), ("hard_sigmoid_relu6,tanh", "", None), ("sigmoid,relu", "", None),
             ("default", "gate_clip", None)],
     "lstm": [("default", "peepholes", None), ("default", "coupled_gates", None)],

@@ -90,7 +90,8 @@ def test_openvino_reads_layout_1_as_layout_0(adapter, record):
                            case.state("float32"), with_state, case.activation)
 
 
-# The activation specs (rnn_equivalence.reference.params) OpenVINO's cells lack: HardSigmoid, both alphas, and Affine (identity).
+# The activation specs (rnn_equivalence.reference.params) OpenVINO's cells lack: HardSigmoid, both alphas, and
+# Affine (identity).
 LACKED = {"rnn": ("hard_sigmoid_0.2", "hard_sigmoid_relu6", "identity"),
           "lstm": ("hard_sigmoid_0.2,tanh,tanh", "hard_sigmoid_relu6,tanh,tanh"),
           "gru": ("hard_sigmoid_0.2,tanh", "hard_sigmoid_relu6,tanh")}

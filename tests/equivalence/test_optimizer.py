@@ -37,7 +37,8 @@ def gradients_as_stack(flat: dict, stack: StackParams) -> StackParams:
     cells = [[{} for _ in layer] for layer in stack.layers]
     for k, d, name, label in names(stack):
         cells[k][d][name] = flat[label]
-    return StackParams([[p.replace(**cells[k][d]) for d, p in enumerate(layer)] for k, layer in enumerate(stack.layers)])
+    return StackParams([[p.replace(**cells[k][d]) for d, p in enumerate(layer)]
+                        for k, layer in enumerate(stack.layers)])
 
 
 def expected_step(adapter, case, dtype, optimizer):

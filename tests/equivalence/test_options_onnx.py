@@ -55,9 +55,9 @@ def run(adapter, case, dtype, monkeypatch):
 
 # --- ONNX Runtime's LSTM clip: c' unclipped into h ---------------------------------------------
 def lstm_step_without_clip_before_h(ar, p, x, state, forget_bias):
-    """rnn_equivalence.reference.equations.lstm_step (run on rnn_equivalence.reference.tolerance.Arithmetic: the exact value and its
-    bound) with h(c') read unclipped: the arguments of f and g clipped to +-gate_clip, c' neither clipped nor clipped on its way into h.
-    What ONNX Runtime computes (uni_directional_lstm.cc)."""
+    """rnn_equivalence.reference.equations.lstm_step (run on rnn_equivalence.reference.tolerance.Arithmetic: the
+    exact value and its bound) with h(c') read unclipped: the arguments of f and g clipped to +-gate_clip, c'
+    neither clipped nor clipped on its way into h. What ONNX Runtime computes (uni_directional_lstm.cc)."""
     h, c = state["h"], state["c"]
     f_act, g_act, h_act = p.gate_activations
     W_x, W_h = np.split(p.W_x, 4), np.split(p.W_h, 4)

@@ -38,7 +38,8 @@ def run_case(adapter, case, dtype=DTYPE):
 
 
 def compared(adapter, case, actual, expected, what):
-    """The system's outputs against ``expected`` (rnn_equivalence.reference.stack.drive's keys) under the case's bound."""
+    """The system's outputs against ``expected`` (rnn_equivalence.reference.stack.drive's keys) under the case's
+    bound."""
     return compare_outputs(actual, adapter.arrange(expected, case.config),
                            adapter.arrange(case.bound_vs_reference(DTYPE), case.config),
                            f"{adapter.describe()} vs {what}, {case.describe(DTYPE)}")

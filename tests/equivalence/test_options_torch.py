@@ -31,7 +31,8 @@ def is_exported_lstm(cls):
 def against_reference(adapter, case, dtype, actual, expected=None, bounds=None):
     expected = adapter.arrange(case.reference() if expected is None else expected, case.config)
     bounds = adapter.arrange(case.bound_vs_reference(dtype) if bounds is None else bounds, case.config)
-    return compare_outputs(actual, expected, bounds, f"{adapter.describe()} vs float64 reference, {case.describe(dtype)}")
+    return compare_outputs(actual, expected, bounds,
+                           f"{adapter.describe()} vs float64 reference, {case.describe(dtype)}")
 
 
 # --- nn.LSTM(proj_size=P) -----------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Sequences as users feed them: padded batches of mixed lengths, and one sequence run in chunks
 with the state carried from call to call, for every layer system that takes them.
 
-The reference (``rnn_equivalence.reference.stack.drive`` with a ``rnn_equivalence.reference.padding.Padding``) runs each element
-over its own real steps; what a system reports on a padded step ("zeros" or "repeat") is its
-declared convention (``Adapter.padded_output``), and the tests hold it to it. A chunked run is
-compared chunk by chunk with the whole run's reference over those steps.
+The reference (``rnn_equivalence.reference.stack.drive`` with a
+``rnn_equivalence.reference.padding.Padding``) runs each element over its own real steps; what a system
+reports on a padded step ("zeros" or "repeat") is its declared convention (``Adapter.padded_output``), and
+the tests hold it to it. A chunked run is compared chunk by chunk with the whole run's reference over
+those steps.
 """
 
 import numpy as np

@@ -116,7 +116,8 @@ def test_flax_runs_a_zero_length_element_over_all_its_steps(adapter):
     comparisons = [compare(np.asarray(outputs)[zero], full["output"][:, zero], bound["output"][:, zero],
                            "outputs of the zero-length element vs its full-length run")]
     comparisons += [compare(np.asarray(c)[zero], full["h_n"][d, zero], bound["h_n"][d, zero],
-                            f"carry {d} of the zero-length element vs its full-length run") for d, c in enumerate(carry)]
+                            f"carry {d} of the zero-length element vs its full-length run")
+                    for d, c in enumerate(carry)]
     worst = max(comparisons, key=lambda c: c.ratio)
     assert worst.equivalent, worst.message()
     assert np.abs(np.asarray(carry[0])[zero] - case.state()["h"][0, zero]).max() > 0.1, "the initial carry kept"

@@ -25,8 +25,9 @@ SEQUENCES = (("return_sequences", True), ("return_state", True))
 
 
 def is_keras_simple_rnn_layer(cls, modules=("keras", "tf_keras"), backends=(None, "tensorflow", "jax", "torch")):
-    return cls.layer and cls.family == "rnn" and getattr(cls, "module", None) in modules \
-        and getattr(cls, "backend", None) in backends and cls.__module__ == "rnn_equivalence.frameworks.keras_adapters"  # not a converted model
+    return (cls.layer and cls.family == "rnn" and getattr(cls, "module", None) in modules
+            and getattr(cls, "backend", None) in backends
+            and cls.__module__ == "rnn_equivalence.frameworks.keras_adapters")  # not a converted model
 
 
 def case(adapter, config, padding, seed=900):
@@ -128,7 +129,8 @@ def test_zero_output_for_mask_without_return_sequences(adapter):
     assert np.array_equal(actual["output"][~short], next(iter(states.values()))[~short])
 
 
-BACKWARDS = LayerConfig(1, False, initial_state=False, options=(*SEQUENCES, ("go_backwards", True), ("mask", "argument")))
+BACKWARDS = LayerConfig(1, False, initial_state=False,
+                        options=(*SEQUENCES, ("go_backwards", True), ("mask", "argument")))
 
 
 @pytest.mark.applies_to(lambda cls: is_keras_simple_rnn_layer(cls))

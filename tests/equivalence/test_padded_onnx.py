@@ -3,8 +3,9 @@ PyTorch exporters make of a packed sequence.
 
 - ONNX Runtime runs each element over its first ``sequence_lens[b]`` steps (test_padded.py holds
   it to the reference, forward and bidirectional; the reverse direction is checked here).
-- ``onnx.reference`` ignores ``sequence_lens`` (its "padded" row in ``rnn_equivalence.harness.known_issues``): here its results are
-  shown to be the unpadded run's, within the bound, and far from the padded one.
+- ``onnx.reference`` ignores ``sequence_lens`` (its "padded" row in
+  ``rnn_equivalence.harness.known_issues``): here its results are shown to be the unpadded run's,
+  within the bound, and far from the padded one.
 - Lengths the suite refuses (``Padding.check``), run past the adapter's check: ONNX Runtime answers
   a zero length with zeros, final state included (not the initial state), and refuses lengths above
   T or below 0 itself.

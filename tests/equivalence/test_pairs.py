@@ -18,7 +18,8 @@ def test_systems_agree_with_each_other(adapters, pair_case, record):
     common = sorted(set(out_a) & set(out_b))
     assert common, f"no output in common to compare: {sorted(out_a)} against {sorted(out_b)}"
     comparison = compare_outputs({k: out_a[k] for k in common}, {k: out_b[k] for k in common},
-                                 {k: bound[k] for k in common}, f"{a.describe()} vs {b.describe()}, {case.describe(dtype)}")
+                                 {k: bound[k] for k in common},
+                                 f"{a.describe()} vs {b.describe()}, {case.describe(dtype)}")
     record("pair", a, other=b.name, dtype=dtype, **comparison.as_record())
     assert_within_bound(comparison)
 

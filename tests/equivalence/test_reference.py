@@ -54,7 +54,8 @@ def test_activation_accuracy_assumed_by_the_error_model(adapter, activation_spec
     actual = adapter.run(params, x.reshape(1, -1, 1))["h"][0, :, 0]
     exact = activation(g)(x.astype(np.float64))
     eps = lambda dt: 2 * UNIT_ROUNDOFF[dt]
-    allowed = sum(activation_error(g, np.abs(x), UNIT_ROUNDOFF[d]) for d in (dtype, "float64"))  # the library's, NumPy's
+    allowed = sum(activation_error(g, np.abs(x), UNIT_ROUNDOFF[d])
+                  for d in (dtype, "float64"))  # the library's, NumPy's
     errors = np.abs(actual - exact)
     excess = np.where(allowed > 0, errors / np.where(allowed > 0, allowed, 1.0), np.where(errors > 0, np.inf, 0.0))
     worst = int(np.argmax(excess))

@@ -43,7 +43,8 @@ def test_every_missing_weight_is_named(adapter):
     case = case_with_state(adapter)
     native = adapter.to_native(case.stack("float32"), case.config)
     for name in native:
-        with pytest.raises(ValueError, match=rf"missing \[{re.escape(repr(name))}\]|\(missing {re.escape(repr(name))}\)"):
+        with pytest.raises(ValueError,
+                           match=rf"missing \[{re.escape(repr(name))}\]|\(missing {re.escape(repr(name))}\)"):
             run_native(adapter, case, {n: v for n, v in native.items() if n != name})
 
 

@@ -40,7 +40,8 @@ def test_a_reused_structure_runs_each_cases_own_weights(adapter):
         assert_within_bound(comparison)
 
 
-@pytest.mark.applies_to(lambda cls: reuses(cls) and cls.name in ("keras-jax-gru-rnn", "keras-tf-gru-rnn", "flax-nnx-gru"))
+@pytest.mark.applies_to(lambda cls: reuses(cls)
+                        and cls.name in ("keras-jax-gru-rnn", "keras-tf-gru-rnn", "flax-nnx-gru"))
 def test_release_lets_go_of_what_was_built_where_it_was_built(adapter):
     """``release`` (the suite calls it after a system's last test) drops what ``built_once`` kept, in the
     process that built it: a Keras-on-JAX system's child process too (a Runner method, forwarded), where the

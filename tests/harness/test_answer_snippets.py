@@ -72,7 +72,8 @@ def test_the_convert_one_liner_maps_real_weights(pair):
     b_weights = namespace["b_weights"]
     spec = mapping(b).native_spec(config, 3, 5)
     assert set(b_weights) == set(spec), (sorted(b_weights), sorted(spec))
-    for (_, _, want), (_, _, have) in zip(stack.cells(), mapping(b).from_native(b_weights, config).cells(), strict=True):
+    for (_, _, want), (_, _, have) in zip(stack.cells(), mapping(b).from_native(b_weights, config).cells(),
+                                          strict=True):
         np.testing.assert_array_equal(have.W_x, np.asarray(want.W_x, np.float32))
         np.testing.assert_array_equal(have.W_h, np.asarray(want.W_h, np.float32))
 

@@ -39,7 +39,8 @@ def row(system, dtype="float32", verdict="equivalent", known=()):
 
 
 def test_the_rule():
-    torch_gru, keras_gru, keras_before = (ADAPTERS[n] for n in ("torch-gru", "keras-tf-gru", "keras-tf-gru-reset-before"))
+    torch_gru, keras_gru, keras_before = (ADAPTERS[n]
+                                          for n in ("torch-gru", "keras-tf-gru", "keras-tf-gru-reset-before"))
     both = [row("torch-gru"), row("keras-tf-gru")]
     assert decide(torch_gru, keras_gru, both, None)[0] == "Yes"
     assert decide(torch_gru, keras_gru, both, "no slot for b_hn")[0] == "Only if"

@@ -1,7 +1,8 @@
 """The committed report (docs/EQUIVALENCE.md, docs/equivalence.json) is the citeable result:
 it must cover every system the suite tests, so adding an adapter without regenerating fails here.
 
-Regenerate on the project's machine with:  CI=true pytest -n auto --depth=full --equivalence-report=docs tests/reference tests/equivalence
+Regenerate on the project's machine with:
+    CI=true pytest -n auto --depth=full --equivalence-report=docs tests/reference tests/equivalence
 (--depth=full: about 13 minutes on 2 cores; or in parts, harness/shards.py)
 """
 
@@ -26,7 +27,8 @@ def test_committed_report_lists_every_system():
     missing, extra = MAIN - listed, listed - MAIN
     assert not missing and not extra, (
         f"docs/equivalence.json is stale: missing {sorted(missing)}, no longer tested {sorted(extra)}; "
-        "regenerate with: CI=true pytest -n auto --depth=full --equivalence-report=docs tests/reference tests/equivalence")
+        "regenerate with: CI=true pytest -n auto --depth=full --equivalence-report=docs "
+        "tests/reference tests/equivalence")
     assert ({session: sorted(names) for session, names in ELSEWHERE.items()}
             == {session: sorted(names) for session, names in report.get("elsewhere", {}).items()})
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from rnn_equivalence.frameworks import conversion_cache as converted
-from rnn_equivalence.frameworks.conversion_cache import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once, read_entry,
-                                  weights_digests, write_entry)
+from rnn_equivalence.frameworks.conversion_cache import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once,
+                                                         read_entry, weights_digests, write_entry)
 from rnn_equivalence.harness.summary import Summary, conversions_text
 from tests.harness.test_pytest_run import run_pytest
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from rnn_equivalence.frameworks import ADAPTERS
-from rnn_equivalence.harness.cases import (STRUCTURE_FACTORS, cases_for, chunked_cases, factors, mutations_for, option_cases,
-                           padded_cases, structure_seed)
+from rnn_equivalence.harness.cases import (STRUCTURE_FACTORS, cases_for, chunked_cases, factors, mutations_for,
+                                           option_cases, padded_cases, structure_seed)
 from rnn_equivalence.harness.depth import design, uncovered_pairs
 from tests.harness.test_pytest_run import run_pytest
 
@@ -92,7 +92,8 @@ def row_structure(row):
 def test_the_converted_systems_are_the_converters():
     """The rule follows ``TestPlan.converter``: every TFLite, tf2onnx and torch.onnx.export system declares it."""
     assert {name.split("-")[0] for name in CONVERTED} == {"tflite", "tf2onnx", "torch"}
-    assert len(CONVERTED) == 8 + 4 + 6 and all(name.startswith("torch-onnx") for name in CONVERTED if name[:5] == "torch")
+    assert len(CONVERTED) == 8 + 4 + 6 and all(name.startswith("torch-onnx") for name in CONVERTED
+                                               if name[:5] == "torch")
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -117,7 +118,8 @@ def test_a_converted_system_converts_once_per_structure_by_default(name):
 @pytest.mark.parametrize("name", CONVERTED)
 def test_a_converted_system_runs_one_wrong_mapping_of_each_kind_by_default(name):
     cls = ADAPTERS[name]
-    assert mutations_for(cls, "default") == list(cls.mutations)[:1] and mutations_for(cls, "full") == list(cls.mutations)
+    assert (mutations_for(cls, "default") == list(cls.mutations)[:1]
+            and mutations_for(cls, "full") == list(cls.mutations))
     assert len(option_cases(cls, "default")) <= 1
 
 

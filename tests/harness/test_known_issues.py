@@ -74,7 +74,8 @@ def test_applies_to_that_admits_no_system_is_an_error():
 
     assert [cls.name for cls in applicable(lambda cls: cls.name == "torch-lstm", list(ADAPTERS), "t")] == ["torch-lstm"]
     assert applicable(lambda cls: cls.name == "torch-lstm", ["torch"], "t") == []  # not selected: fine
-    with pytest.raises(ValueError, match=f"test_x: its applies_to predicate admits none of the {len(ADAPTERS)} systems"):
+    with pytest.raises(ValueError,
+                       match=f"test_x: its applies_to predicate admits none of the {len(ADAPTERS)} systems"):
         applicable(lambda cls: cls.name == "torch-lstmm", list(ADAPTERS), "test_x")
 
 

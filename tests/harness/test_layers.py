@@ -53,7 +53,8 @@ def test_a_loop_breaks_the_contract(tmp_path):
     """The contract can fail: the summary importing the records plugin (the loop this layout broke) does."""
     tree = installed_layout(tmp_path)
     summary = tree / "rnn_equivalence" / "harness" / "summary.py"
-    summary.write_text(summary.read_text() + "\n\ndef _loop():\n    from rnn_equivalence.harness.records import write\n")
+    summary.write_text(summary.read_text()
+                       + "\n\ndef _loop():\n    from rnn_equivalence.harness.records import write\n")
     result = lint_imports(tree)
     assert result.returncode != 0 and "No cycles are allowed in rnn_equivalence.harness" in result.stdout, result.stdout
 
@@ -63,5 +64,5 @@ def test_a_reference_importing_a_framework_breaks_the_layers(tmp_path):
     params = tree / "rnn_equivalence" / "reference" / "params.py"
     params.write_text(params.read_text() + "\n\ndef _up():\n    from rnn_equivalence.frameworks import ADAPTERS\n")
     result = lint_imports(tree)
-    assert result.returncode != 0 and "rnn_equivalence.reference.params -> rnn_equivalence.frameworks" in result.stdout, \
-        result.stdout
+    assert (result.returncode != 0
+            and "rnn_equivalence.reference.params -> rnn_equivalence.frameworks" in result.stdout), result.stdout

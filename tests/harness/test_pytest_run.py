@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_pytest(*args, env=None, blocked=None, tmp_path=None):
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_SYSTEMS", "RNN_EQ_BREAK", "RNN_EQ_DEPTH", "RNN_EQ_SEED", "RNN_EQ_PERTURB",
-                            "PYTEST_XDIST_WORKER",
+               if k not in ("CI", "RNN_EQ_FRAMEWORKS", "RNN_EQ_SYSTEMS", "RNN_EQ_BREAK", "RNN_EQ_DEPTH", "RNN_EQ_SEED",
+                            "RNN_EQ_PERTURB", "PYTEST_XDIST_WORKER",
                             "PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST")}
     environ.update(env or {})
     if blocked:
@@ -24,8 +24,8 @@ def run_pytest(*args, env=None, blocked=None, tmp_path=None):
         (shim / "__init__.py").write_text(f"raise ImportError('{blocked} blocked by the test')\n")
         environ["PYTHONPATH"] = str(tmp_path / "shim")
     # Without Hypothesis's plugin, which imports Hypothesis (a second): child runs have no property tests.
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args],
-                            cwd=ROOT, env=environ, capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                             *args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=600)
     return result.returncode, result.stdout + result.stderr
 
 

@@ -52,8 +52,9 @@ def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
     """A system whose tests fail is never reported equivalent; the report says which tests failed."""
     import jsonschema
 
-    code, out = run_pytest("-p", "rnn_equivalence.harness.break_mapping", "--frameworks=numpy-split", "--equivalence-summary=full",
-                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
+    code, out = run_pytest("-p", "rnn_equivalence.harness.break_mapping", "--frameworks=numpy-split",
+                           "--equivalence-summary=full", f"--equivalence-report={tmp_path}",
+                           "tests/equivalence/test_reference.py",
                            env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed"})
     assert code == pytest.ExitCode.TESTS_FAILED, out
     assert "EXCEEDS the bound" in out

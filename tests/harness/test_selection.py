@@ -51,7 +51,8 @@ def test_unknown_name_from_environment_names_the_variable():
 
 
 def test_uninstalled_module_is_found_without_importing(monkeypatch):
-    monkeypatch.setattr(selection.importlib.util, "find_spec", lambda module: None if module == "tf_keras" else object())
+    monkeypatch.setattr(selection.importlib.util, "find_spec",
+                        lambda module: None if module == "tf_keras" else object())
     assert selection.uninstalled_modules(["torch", "tf1"]) == [("tf1", "tf_keras")]
 
 

@@ -1,6 +1,6 @@
-"""A run split into parts (``--shard=K/N``) and merged (``python -m rnn_equivalence.harness.shards merge``) reports what the
-unsharded run reports: the same systems, pairs, findings, outcomes and command; the parts are disjoint and
-together the whole run; a merge of parts that do not make one run is refused."""
+"""A run split into parts (``--shard=K/N``) and merged (``python -m rnn_equivalence.harness.shards merge``)
+reports what the unsharded run reports: the same systems, pairs, findings, outcomes and command; the parts are
+disjoint and together the whole run; a merge of parts that do not make one run is refused."""
 
 import json
 import subprocess
@@ -20,12 +20,13 @@ def comparable(report: dict) -> dict:
     """A report without what differs between any two runs: the date, and what the run cost (its seconds, its
     processes' memory), whose systems must be the same."""
     assert not report["cost"]["seconds"] or all(spent >= 0 for spent in report["cost"]["seconds"].values())
-    return {key: (sorted(value["seconds"]) if key == "cost" else value) for key, value in report.items() if key != "date"}
+    return {key: (sorted(value["seconds"]) if key == "cost" else value)
+            for key, value in report.items() if key != "date"}
 
 
 def merge(paths, output):
-    return subprocess.run([sys.executable, "-m", "rnn_equivalence.harness.shards", "merge", *map(str, paths), "--output", str(output)],
-                          cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "rnn_equivalence.harness.shards", "merge", *map(str, paths),
+                           "--output", str(output)], cwd=ROOT, capture_output=True, text=True)
 
 
 def test_merged_parts_are_the_unsharded_report(tmp_path):

@@ -81,8 +81,9 @@ def test_a_system_that_is_not_equivalent_shows_in_its_frameworks_line():
 
 
 def test_each_frameworks_test_seconds_are_a_column_costliest_first():
-    """The cost of a run, made visible: each framework's test seconds (every phase, every worker; rnn_equivalence.harness.records
-    attaches them to each report), the costliest framework's line first, and the total with the peak memory."""
+    """The cost of a run, made visible: each framework's test seconds (every phase, every worker;
+    rnn_equivalence.harness.records attaches them to each report), the costliest framework's line first, and the
+    total with the peak memory."""
     from types import SimpleNamespace
 
     from rnn_equivalence.harness.summary import COST
@@ -92,8 +93,9 @@ def test_each_frameworks_test_seconds_are_a_column_costliest_first():
         summary.add(record)
     for system, seconds in (("tflite-keras2-rnn", 30.0), ("tflite-keras2-lstm-rnn", 12.5), ("torch", 0.5),
                             ("tests.harness.test_report", 3.0)):
-        summary.pytest_runtest_logreport(SimpleNamespace(when="setup", failed=False, passed=True, skipped=False,
-                                                         user_properties=[(COST, {"system": system, "seconds": seconds})]))
+        summary.pytest_runtest_logreport(SimpleNamespace(
+            when="setup", failed=False, passed=True, skipped=False,
+            user_properties=[(COST, {"system": system, "seconds": seconds})]))
     summary.peak_rss["gw0"] = {"process": 2.5}
     lines = []
     summary.render_compact(lines.append)

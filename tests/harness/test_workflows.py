@@ -34,7 +34,8 @@ def _executable(name: str) -> str:
 
 def _lint(command: list[str]) -> None:
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(command)} exited with {result.returncode}:\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, (f"{' '.join(command)} exited with {result.returncode}:\n"
+                                    f"{result.stdout}{result.stderr}")
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=IDS)

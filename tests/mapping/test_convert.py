@@ -142,8 +142,10 @@ def test_tf1_forget_bias_is_folded():
 
 
 @pytest.mark.parametrize(("source", "target", "why"), [
-    ("torch-gru", "keras-tf-gru-reset-before", "computes a gru (reset_before) cell; got parameters of a gru (reset_after)"),
-    ("keras-tf-gru-reset-before", "torch-gru", "computes a gru (reset_after) cell; got parameters of a gru (reset_before)"),
+    ("torch-gru", "keras-tf-gru-reset-before",
+     "computes a gru (reset_before) cell; got parameters of a gru (reset_after)"),
+    ("keras-tf-gru-reset-before", "torch-gru",
+     "computes a gru (reset_after) cell; got parameters of a gru (reset_before)"),
     ("torch-gru", "flax-nnx-gru", "has no slot for b_hn"),
     ("torch-rnn", "torch", "is one cell; got 2 layer(s)"),
     ("torch-lstm-rnn", "onnx-ort-lstm", "one node is one layer"),
@@ -183,7 +185,8 @@ def test_an_activation_the_target_lacks_is_refused():
     (lambda n: {**n, "bias_ih": n["bias_ih"].astype(np.int64)}, "expected a float32 or float64 array"),
     (lambda n: {k: v for k, v in n.items() if k != "weight_hh"}, r"missing 'weight_hh'"),
     (lambda n: [1, 2], "expected a dict of named weights, got list"),
-    (lambda n: {**n, "weight_hh": 3.0}, r"weight_hh: expected an array of shape \(4\*hidden_size, hidden_size\), got shape \(\)"),
+    (lambda n: {**n, "weight_hh": 3.0},
+     r"weight_hh: expected an array of shape \(4\*hidden_size, hidden_size\), got shape \(\)"),
     (lambda n: {**n, "bias_ih": "zeros"}, "expected a float32 or float64 array"),
     (lambda n: {**n, "weight_ih": np.full_like(n["weight_ih"], np.nan)}, "expected finite values"),
 ])

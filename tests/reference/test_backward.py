@@ -17,7 +17,8 @@ from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.params import random_inputs, random_state
 from rnn_equivalence.reference.stack import StackParams, run_stack
 
-FAMILIES = [("rnn", g, "") for g in ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")] + [
+FAMILIES = [("rnn", g, "")
+            for g in ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")] + [
     ("lstm", "default", ""), ("lstm", "sigmoid,relu,relu", ""), ("lstm", "hard_sigmoid_0.2,tanh,tanh", ""),
     ("gru", "default", "reset_after"), ("gru", "default", "reset_before"),
     ("gru", "hard_sigmoid_relu6,tanh", "reset_after"), ("gru", "sigmoid,relu", "reset_before")]
@@ -36,7 +37,8 @@ def problem(family, g, variant, num_layers, bidirectional, seed=1, T=4, B=3, I=3
 
 def cotangents_of(results, seed=0):
     rng = np.random.default_rng(seed)
-    return {key: rng.uniform(-1, 1, value.shape).astype(np.float32).astype(np.float64) for key, value in results.items()}
+    return {key: rng.uniform(-1, 1, value.shape).astype(np.float32).astype(np.float64)
+            for key, value in results.items()}
 
 
 def loss(stack, xs, state, cotangents, padding, padded_output):
@@ -126,10 +128,12 @@ def test_backward_pass_matches_directional_differences(family, g, variant, struc
     for _ in range(3):
         v = {"params": [[{name: rng.standard_normal(getattr(p, name).shape) for name in PARAMETERS} for p in layer]
                         for layer in stack.layers],
-             "inputs": rng.standard_normal(xs.shape), "state": {k: rng.standard_normal(s.shape) for k, s in state.items()}}
+             "inputs": rng.standard_normal(xs.shape),
+             "state": {k: rng.standard_normal(s.shape) for k, s in state.items()}}
 
         def at(t, v=v):
-            moved = StackParams([[p.replace(**{name: getattr(p, name) + t * v["params"][k][d][name] for name in PARAMETERS})
+            moved = StackParams([[p.replace(**{name: getattr(p, name) + t * v["params"][k][d][name]
+                                               for name in PARAMETERS})
                                   for d, p in enumerate(layer)] for k, layer in enumerate(stack.layers)])
             return loss(moved, xs + t * v["inputs"], {k: s + t * v["state"][k] for k, s in state.items()}, cotangents,
                         padding, padded_output)

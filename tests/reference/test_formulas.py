@@ -172,8 +172,8 @@ def test_unknown_activation_and_formula_are_refused():
     with pytest.raises(ValueError, match=r"activation: expected one of \('tanh', 'relu', 'sigmoid', 'identity', "
                                          r"'hard_sigmoid_0.2', 'hard_sigmoid_relu6'\) for rnn, got 'gelu'"):
         case.params().replace(activation="gelu")
-    with pytest.raises(ValueError, match=r"unknown activation 'gelu'; expected one of \['hard_sigmoid_0.2', 'hard_sigmoid_relu6', 'identity', "
-                                         r"'relu', 'sigmoid', 'tanh'\]"):
+    with pytest.raises(ValueError, match=r"unknown activation 'gelu'; expected one of \['hard_sigmoid_0.2', "
+                                         r"'hard_sigmoid_relu6', 'identity', 'relu', 'sigmoid', 'tanh'\]"):
         concatenated_step(np.ones((1, 2)), np.ones((1, 1)), np.ones((1, 1)), g="gelu")
     with pytest.raises(ValueError, match=r"unknown formula 'fused'; expected one of \('concatenated', 'split'\)"):
         rnn_sequence(case.params(), case.inputs(), formula="fused")

@@ -110,7 +110,8 @@ def test_gru_variants_are_different_functions():
 def test_gated_params_refuse_bad_shapes():
     with pytest.raises(ValueError, match=r"W_h: expected shape \(3H, H\) for gru \(gates r, z, n\), got \(4, 4\)"):
         gated_params("gru", np.zeros((12, 3)), np.zeros((4, 4)), np.zeros(12), np.zeros(12))
-    with pytest.raises(ValueError, match=r"b_h: expected shape \(4H,\) = \(8,\) \(H=2 from W_h's shape \(8, 2\)\), got \(6,\)"):
+    with pytest.raises(ValueError,
+                       match=r"b_h: expected shape \(4H,\) = \(8,\) \(H=2 from W_h's shape \(8, 2\)\), got \(6,\)"):
         gated_params("lstm", np.zeros((8, 3)), np.zeros((8, 2)), np.zeros(8), np.zeros(6))
     with pytest.raises(ValueError, match=r"family: expected one of \['gru', 'lstm', 'rnn'\], got 'peephole'"):
         gated_params("peephole", np.zeros((8, 3)), np.zeros((8, 2)), np.zeros(8), np.zeros(8))

@@ -1,4 +1,5 @@
-"""The options of the family (rnn_equivalence.reference.params, rnn_equivalence.reference.gated), independent of any framework.
+"""The options of the family (rnn_equivalence.reference.params, rnn_equivalence.reference.gated),
+independent of any framework.
 
 Three claims, each checked here where we control both computations:
 - each option changes the cell by far more than rounding on the suite's data, so a system that
@@ -119,7 +120,8 @@ def test_each_option_changes_the_cell_far_beyond_rounding(family, variant, optio
     for name in case.option_names:
         if name == "projection":
             continue
-        dropped = "+".join(n for n in case.option_names if n != name and not (name == "projection" and n == "proj_clip"))
+        dropped = "+".join(n for n in case.option_names
+                           if n != name and not (name == "projection" and n == "proj_clip"))
         differs_far_beyond_rounding(case, case.with_(options=dropped), f"{case} without {name}")
 
 

@@ -73,7 +73,8 @@ def test_padded_steps_report_zeros_or_the_last_real_output_in_reading_order(side
     assert np.all(zeros[~real, 0] == 0)
     first, last = np.flatnonzero(real)[[0, -1]]
     # Forward: after the last real step, its output; before the first (pre-padding), zeros.
-    np.testing.assert_array_equal(repeat[last + 1:, 0, forward], np.broadcast_to(repeat[last, 0, forward], (T - last - 1, H)))
+    np.testing.assert_array_equal(repeat[last + 1:, 0, forward],
+                                  np.broadcast_to(repeat[last, 0, forward], (T - last - 1, H)))
     assert np.all(repeat[:first, 0, forward] == 0)
     # Backward, which reads T-1 .. 0: before its first real step (after `last` in time), zeros;
     # after its last (before `first` in time), the output at `first`.

@@ -15,12 +15,17 @@ def good(H=4, I=3, dtype=np.float64):
     "change, error, message",
     [
         (dict(W_hh=np.zeros((4, 3))), ValueError, r"W_hh: expected shape \(H, H\) for rnn \(gates h\), got \(4, 3\)"),
-        (dict(W_hx=np.zeros((5, 3))), ValueError, r"W_hx: expected shape \(H, I\) = \(4, 3\) \(H=4 from W_hh's shape \(4, 4\)\), got \(5, 3\)"),
+        (dict(W_hx=np.zeros((5, 3))), ValueError,
+         r"W_hx: expected shape \(H, I\) = \(4, 3\) \(H=4 from W_hh's shape \(4, 4\)\), got \(5, 3\)"),
         (dict(W_hx=np.zeros(4)), ValueError, r"W_hx: expected a 2-D array of shape \(H, I\), got shape \(4,\)"),
-        (dict(b_x=np.zeros(5)), ValueError, r"b_x: expected shape \(H,\) = \(4,\) \(H=4 from W_hh's shape \(4, 4\)\), got \(5,\)"),
-        (dict(b_h=np.zeros((4, 1))), ValueError, r"b_h: expected shape \(H,\) = \(4,\) \(H=4 from W_hh's shape \(4, 4\)\), got \(4, 1\)"),
-        (dict(W_hx=np.zeros((4, 3), np.int64)), TypeError, r"W_hx: expected a float32 or float64 array, got dtype int64"),
-        (dict(W_hh=np.zeros((4, 4), np.float16)), TypeError, r"W_hh: expected a float32 or float64 array, got dtype float16"),
+        (dict(b_x=np.zeros(5)), ValueError,
+         r"b_x: expected shape \(H,\) = \(4,\) \(H=4 from W_hh's shape \(4, 4\)\), got \(5,\)"),
+        (dict(b_h=np.zeros((4, 1))), ValueError,
+         r"b_h: expected shape \(H,\) = \(4,\) \(H=4 from W_hh's shape \(4, 4\)\), got \(4, 1\)"),
+        (dict(W_hx=np.zeros((4, 3), np.int64)), TypeError,
+         r"W_hx: expected a float32 or float64 array, got dtype int64"),
+        (dict(W_hh=np.zeros((4, 4), np.float16)), TypeError,
+         r"W_hh: expected a float32 or float64 array, got dtype float16"),
         (dict(b_x=np.array([0, np.nan, 0, 0])), ValueError, r"b_x: expected finite values, got nan at index \(1,\)"),
         (dict(W_hh=np.full((4, 4), np.inf)), ValueError, r"W_hh: expected finite values, got inf at index \(0, 0\)"),
         (dict(b_h=None), ValueError, r"b_x and b_h: expected both arrays of shape \(H,\) or both None"),
@@ -38,7 +43,8 @@ def test_no_bias_is_both_biases_none():
 
 
 def test_random_is_seeded():
-    a, b, c = CellParams.random("rnn", 3, 4, seed=1), CellParams.random("rnn", 3, 4, seed=1), CellParams.random("rnn", 3, 4, seed=2)
+    a, b, c = (CellParams.random("rnn", 3, 4, seed=1), CellParams.random("rnn", 3, 4, seed=1),
+               CellParams.random("rnn", 3, 4, seed=2))
     np.testing.assert_array_equal(a.W_hx, b.W_hx)
     assert not np.array_equal(a.W_hx, c.W_hx)
 
