@@ -26,7 +26,8 @@ def cost_text(cost: dict) -> str:
     peaks = ", ".join(f"{name} {peak['process']:.2f} GiB"
                       for name, peak in cost.get("peak_rss", {}).items())
     ranked = ", ".join(f"{name} {spent:.1f}" for name, spent in sorted(seconds.items(), key=lambda item: -item[1]))
-    return (f"Test time: {sum(seconds.values()):.0f} s summed over the processes"
+    wall = f"Wall time: {cost['wall_seconds']:.0f} s. " if cost.get("wall_seconds") else ""
+    return (f"{wall}Test time: {sum(seconds.values()):.0f} s summed over the processes"
             + (f"; peak RSS: {peaks}" if peaks else "")
             + f". Seconds per system (or test module), costliest first: {ranked}.")
 
@@ -101,7 +102,8 @@ def build(summary, names, command: str | None = None, env: dict | None = None) -
         "cost": {"seconds": {name: round(spent, 3) for name, spent in sorted(summary.seconds.items())},
                  "peak_rss": {name: {k: round(v, 3) for k, v in peak.items()}
                               for name, peak in sorted(summary.peak_rss.items())},
-                 "conversions": dict(sorted(summary.conversions_by_system.items()))},
+                 "conversions": dict(sorted(summary.conversions_by_system.items())),
+                 **({"wall_seconds": round(summary.wall_seconds, 1)} if summary.wall_seconds else {})},
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
         "elsewhere": elsewhere(names),
     }

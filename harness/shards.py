@@ -49,6 +49,7 @@ def write_part(summary, directory) -> Path:
             "names": list(summary.names), "command": run_command(), "environment": environment(summary.names),
             "outcomes": dict(summary.outcomes), "conversions": dict(summary.conversions),
             "conversions_by_system": summary.conversions_by_system, "seconds": summary.seconds,
+            "wall_seconds": summary.wall_seconds,
             "peak_rss": {f"part {k} {name}": peak for name, peak in summary.peak_rss.items()},
             "records": summary.records}
     path = directory / f"part-{k}-of-{n}.json"
@@ -93,6 +94,8 @@ def merge(paths, output) -> Path:
         for name, spent in part.get("seconds", {}).items():  # likewise the cost
             summary.seconds[name] = summary.seconds.get(name, 0.0) + spent
         summary.peak_rss.update(part.get("peak_rss", {}))
+        if part.get("wall_seconds"):  # parts one after another: their sum; on machines side by side, less
+            summary.wall_seconds = (summary.wall_seconds or 0.0) + part["wall_seconds"]
     # The environment the parts ran in (the same versions), not the merging machine's; every CPU they ran on.
     cpus = list(dict.fromkeys(part["environment"].get("cpu", "") for part in parts))
     env = {**first["environment"], "cpu": "; ".join(cpus)}

@@ -164,6 +164,8 @@ class Summary:
         self.conversion_cache: str | None = None  # its directory, "" where off (conftest sets it); None: unknown
         self.seconds: dict[str, float] = {}  # test seconds by system (or test module), every phase, every worker
         # by process ("gw0", or "main" without xdist): GiB (rnn_equivalence.harness.records)
+        self.wall_seconds: float | None = None  # the run's wall time, start to end (a merge: its parts', summed)
+        self._started: float | None = None
         self.peak_rss: dict[str, dict] = {}
 
     def add(self, record: dict) -> None:
@@ -212,7 +214,16 @@ class Summary:
         if peak:
             self.peak_rss[node.gateway.id] = peak
 
+    def pytest_sessionstart(self, session) -> None:
+        import time
+
+        self._started = time.monotonic()
+
     def pytest_sessionfinish(self, session) -> None:
+        if self._started is not None:
+            import time
+
+            self.wall_seconds = time.monotonic() - self._started
         if not self.peak_rss and not hasattr(session.config, "workerinput"):  # no workers: this process ran them
             self.peak_rss["main"] = peak_rss_gib()
 
@@ -222,7 +233,8 @@ class Summary:
             return ""
         peaks = ", ".join(f"{name} {peak['process']:.2f} GiB"
                           for name, peak in sorted(self.peak_rss.items()))
-        return (f"Test time: {sum(self.seconds.values()):.0f} s, summed over the processes"
+        wall = f"Wall time: {self.wall_seconds:.0f} s. " if self.wall_seconds else ""
+        return (f"{wall}Test time: {sum(self.seconds.values()):.0f} s, summed over the processes"
                 + (f"; peak RSS: {peaks}" if peaks else "") + ".")
 
     def conversions_text(self) -> str:
