@@ -36,7 +36,7 @@ import numpy as np
 
 # Re-exported: the adapters' modules import them from here.
 from rnn_equivalence.frameworks.mapping import (  # noqa: F401
-    Mapping, Native, NativeSpec, check_native, gates_text, reorder_gates, without_held_zero_biases,
+    Mapping, Native, NativeSpec, check_native, gates_text, is_pure, reorder_gates, without_held_zero_biases,
 )
 from rnn_equivalence.frameworks.plan import TestPlan
 from rnn_equivalence.reference.params import state_keys
@@ -84,6 +84,12 @@ RUNNER_METHODS = tuple(name for name in Runner.__dict__ if not name.startswith("
 class Adapter(TestPlan, Mapping):
     """A system: its mapping (``Mapping``), what it is checked on (``TestPlan``), and its runner, here."""
 
+    # The framework's mapping, a class of its own that the system's class derives from: the first pure one
+    # (NumPy only, ``rnn_equivalence.frameworks.mapping.is_pure``) in its MRO, found on registration.
+    # ``convert.mapping(name)`` is it, with the system's declared attributes (``mapping_of``): no runner, no plan.
+    # None: a framework whose mapping is still written into its adapter classes (``convert.mapping`` then gives
+    # the adapter, which imports nothing either).
+    mapping_class: type[Mapping] | None = None
     distributions: tuple[str, ...] = ()  # pip distributions whose versions identify what was run
     # A converted system (``TestPlan.converter``): the distributions besides ``distributions`` that the
     # converted model depends on (the onnx package that writes it); part of the conversion cache's key.
@@ -130,6 +136,7 @@ class Adapter(TestPlan, Mapping):
             cls.supported_options = frozenset(name for names in cls.options for name in names.split("+") if name)
             if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
                 cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
+            cls.mapping_class = next((base for base in cls.__mro__ if base is not Mapping and is_pure(base)), None)
             ADAPTERS[cls.name] = cls
 
     def start(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnn_equivalence.frameworks.mapping import Mapping, Native, check_native
+from rnn_equivalence.frameworks.mapping import Mapping, Native, check_native, mapping_of
 from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.reference.stack import StackParams
 
@@ -27,12 +27,19 @@ class ConversionRefused(ValueError):
     """The target system cannot hold the function the source's weights compute (the reason is said)."""
 
 
-def mapping(system: str | type[Mapping]) -> Mapping:
-    """The mapping of a system, by name (``frameworks.ADAPTERS``) or class: its framework not imported."""
+def system_class(system: str | type[Mapping]) -> type[Mapping]:
+    """A system's class, by name (``frameworks.ADAPTERS``) or as given."""
     from rnn_equivalence.frameworks.systems import adapter_class  # the registry; importing it imports no framework
 
-    cls = adapter_class(system) if isinstance(system, str) else system
-    return cls()
+    return adapter_class(system) if isinstance(system, str) else system
+
+
+def mapping(system: str | type[Mapping]) -> Mapping:
+    """The mapping of a system, by name or class: an object with the mapping only (``mapping_of``: no runner, no
+    plan), for a system whose framework's mapping is a class of its own (``Adapter.mapping_class``); the system
+    itself, its framework not imported, for one whose mapping is still written into its adapter classes."""
+    cls = system_class(system)
+    return mapping_of(cls) if getattr(cls, "mapping_class", None) is not None else cls()
 
 
 def read(native: Native, system: str | type[Mapping], config: LayerConfig = CELL) -> StackParams:
@@ -68,9 +75,11 @@ def write(stack: StackParams, system: str | type[Mapping], config: LayerConfig |
     if not target.layer and (stack.num_layers, stack.num_directions) != (1, 1) and not _stacks_directions(target):
         raise ConversionRefused(f"{target.cell} is one cell; got {stack.num_layers} layer(s) x "
                                 f"{stack.num_directions} direction(s): convert each cell, or choose a layer system")
-    if activation is not None and activation not in getattr(target, "activations", (activation,)):
+    # What a system computes is its plan's, not its mapping's: read from its class.
+    computes = getattr(system_class(system), "activations", (activation,))
+    if activation is not None and activation not in computes:
         raise ConversionRefused(f"{target.cell} does not compute activation {activation!r}; it computes "
-                                f"{list(target.activations)}")
+                                f"{list(computes)}")
     try:
         target.check_params(stack, config)
         # refused here too: a structure the layout has no room for, a b_hn where it has no slot

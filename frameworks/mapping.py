@@ -60,6 +60,12 @@ class Mapping:
     # Runtime's LSTM clip computes another function than the spec's): said in the refusal.
     refused_options: dict[str, str] = {}
 
+    # What a system declares of its mapping (its identity and what it can hold), as opposed to how it maps,
+    # which a framework's mapping class writes once. A system class sets these beside its plan, greppable by
+    # its name; ``mapping_of`` copies them onto the framework's mapping class to make the system's mapping.
+    DECLARED = ("name", "cell", "family", "variant", "layer", "kept_hidden_biases", "forget_bias", "zero_b_hn",
+                "state_names", "projection_name", "hidden_axis", "supported_options", "refused_options")
+
     # --- the mapping, one cell at a time --------------------------------------
     # A layer names each cell's weights with a tag (PyTorch's "_l1_reverse" suffix, Keras's
     # "layer1.backward." prefix); a cell adapter's only tag is "".
@@ -240,3 +246,25 @@ def reorder_gates(array: np.ndarray, order, axis: int = 0) -> np.ndarray:
     """
     blocks = np.split(array, len(order), axis=axis)
     return np.concatenate([blocks[k] for k in order], axis=axis)
+
+
+def is_pure(mapping_class: type) -> bool:
+    """A mapping class that is a mapping only: every class it derives from is a ``Mapping`` (no runner, no plan)."""
+    return issubclass(mapping_class, Mapping) and all(issubclass(base, Mapping) or base is object
+                                                      for base in mapping_class.__mro__)
+
+
+_MAPPINGS: dict[type, type] = {}
+
+
+def mapping_of(system: type) -> Mapping:
+    """A system's mapping as an object of its own: its framework's mapping class (``system.mapping_class``, NumPy
+    only) with what the system declares of it (``Mapping.DECLARED``). The system's class derives from that
+    mapping class, so the system runs the very mapping this object is; it has no runner and no plan."""
+    if system not in _MAPPINGS:
+        declared = {name: getattr(system, name) for name in Mapping.DECLARED}
+        _MAPPINGS[system] = type(f"{system.__name__}Mapping", (system.mapping_class,),
+                                 {**declared, "__module__": system.__module__,
+                                  "__qualname__": f"{system.__qualname__}Mapping",
+                                  "__doc__": f"The mapping of {system.name}: {system.mapping_class.__qualname__}."})
+    return _MAPPINGS[system]()

@@ -34,7 +34,7 @@ import inspect
 import numpy as np
 
 from rnn_equivalence.frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled, swapped,
+    Adapter, LayerConfig, Mapping, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled, swapped,
     swapped_gates, swapped_names, transposed,
 )
 from rnn_equivalence.reference.params import CellParams
@@ -46,17 +46,10 @@ def load_parameters(torch, module, native: Native) -> None:
             getattr(module, name).copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
-class TorchAdapter(Adapter):
-    """The renaming above, for one cell whose names end in ``tag``."""
+class TorchMapping(Mapping):
+    """The renaming above, for one cell whose names end in ``tag`` (a cell's tag is "")."""
 
-    distributions = ("torch",)
-    requires = ("torch",)
     kept_hidden_biases = ("h", "i", "f", "g", "o", "r", "z", "n")  # every gate: both biases kept
-    autodiff = "torch.autograd"
-    optimizers = {"sgd": "torch.optim.SGD", "adam": "torch.optim.Adam"}
-
-    def start(self):
-        self.torch = import_framework("torch", self.name)
 
     def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str, options=(),
                   output_size=None) -> NativeSpec:
@@ -87,6 +80,43 @@ class TorchAdapter(Adapter):
 
     def recurrent_kernel(self, config) -> str:
         return "weight_hh" + self.tag(0, 0)
+
+
+class TorchLayerMapping(TorchMapping):
+    """``nn.RNN``, ``nn.LSTM``, ``nn.GRU``: the cell's names suffixed per layer and direction."""
+
+    layer = True
+
+    def tag(self, layer: int, direction: int) -> str:
+        return f"_l{layer}" + ("_reverse" if direction else "")
+
+
+class TorchProjectedMapping(TorchLayerMapping):
+    """``nn.LSTM``, whose weights may hold a projection (``proj_size``): weight_hr says so, and its size."""
+
+    def read_options(self, native: Native, config) -> tuple[tuple[str, ...], int | None]:
+        """A projection iff the weights hold weight_hr (of layer 0, forward): P is its first axis."""
+        name = "weight_hr" + self.tag(0, 0)
+        if isinstance(native, dict) and name in native:
+            return ("projection",), int(np.shape(native[name])[0])
+        return (), None
+
+    def read_hidden_size(self, native: Native, config) -> tuple[int, str]:
+        """H from weight_hh's columns, or with a projection (they are P then) from weight_hr's."""
+        name = "weight_hr" + self.tag(0, 0)
+        if self.read_options(native, config)[0]:
+            return int(np.shape(native[name])[1]), f"{name}'s shape"
+        return super().read_hidden_size(native, config)
+
+
+# --- the runners: PyTorch's own modules, autograd and optimizers ----------------------------------------
+
+
+class TorchRunner:
+    """Running a PyTorch system (the ``Runner`` methods), with the checks of ``Adapter`` it is mixed with."""
+
+    def start(self):
+        self.torch = import_framework("torch", self.name)
 
     def _module_class(self):
         return getattr(self.torch.nn, self.cell.split(".")[-1])
@@ -149,7 +179,9 @@ class TorchAdapter(Adapter):
         return {name: weight.detach().numpy() for name, weight in zip(native, weights)}
 
 
-class TorchCell(TorchAdapter):
+class TorchCellRunner(TorchRunner):
+    """``nn.RNNCell``, ``nn.LSTMCell``, ``nn.GRUCell`` stepped over the sequence in Python, as a user steps them."""
+
     def forward(self, native: Native, xs, state, config, g: str, padding=None, requires_grad: bool = False):
         torch = self.torch
         if padding is not None:
@@ -181,82 +213,8 @@ class TorchCell(TorchAdapter):
         return {key: value.numpy() for key, value in outputs.items()}
 
 
-class TorchRNNCell(TorchCell):
-    name = "torch"
-    cell = "torch.nn.RNNCell"
-    family = "rnn"
-    activations = ("tanh", "relu")  # `nonlinearity` accepts only these
-    mutations = {
-        "weight_ih transposed": transposed("weight_ih"),
-        "weight_hh transposed": transposed("weight_hh"),
-        "weight_ih and weight_hh swapped": swapped("weight_ih", "weight_hh"),
-        "bias_hh dropped": scaled("bias_hh", 0.0),
-        "bias_ih doubled": scaled("bias_ih", 2.0),
-    }
-
-
-class TorchLSTMCell(TorchCell):
-    name = "torch-lstm"
-    cell = "torch.nn.LSTMCell"
-    family = "lstm"
-    mutations = {
-        "gates i and f swapped": swapped_gates("weight_ih", 0, 1, 4, axis=0),
-        "gates g and o swapped in weight_hh": swapped_gates("weight_hh", 2, 3, 4, axis=0),
-        "bias_hh dropped": scaled("bias_hh", 0.0),
-        "weight_hh transposed blockwise": lambda n: {**n, "weight_hh": np.concatenate(
-            [b.T for b in np.split(n["weight_hh"], 4)])},
-    }
-
-
-def _fold_b_hn(native: Native) -> Native:
-    """What a converter to a one-bias GRU does: b_in + b_hn, b_hn = 0. Right for reset
-    before, wrong for PyTorch's reset after, where r multiplies b_hn."""
-    H = native["bias_hh"].size // 3
-    ih, hh = native["bias_ih"].copy(), native["bias_hh"].copy()
-    ih[2 * H:] += hh[2 * H:]
-    hh[2 * H:] = 0
-    return {**native, "bias_ih": ih, "bias_hh": hh}
-
-
-def _drop_b_hn(native: Native) -> Native:
-    hh = native["bias_hh"].copy()
-    hh[2 * hh.size // 3:] = 0
-    return {**native, "bias_hh": hh}
-
-
-class TorchGRUCell(TorchCell):
-    name = "torch-gru"
-    cell = "torch.nn.GRUCell"
-    family, variant = "gru", "reset_after"
-    mutations = {
-        "gates r and z swapped (the Keras order)": lambda n: {
-            **n, **{k: reorder_gates(n[k], (1, 0, 2)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}},
-        "b_hn dropped": _drop_b_hn,
-        "b_hn moved into b_in": _fold_b_hn,
-    }
-
-
-class TorchLayer(TorchAdapter):
-    """``nn.RNN``, ``nn.LSTM``, ``nn.GRU``: the cell's names suffixed per layer and direction."""
-
-    layer = True
-    layout_config = LayerConfig(2, True)
-    mutation_config = LayerConfig(3, True, options=(("batch_first", False),))
-    mutations = {
-        "forward and reverse swapped in layer 0": swapped_names("_l0", "_l0_reverse"),
-        "layers 1 and 2 swapped": lambda n: swapped_names("_l1_reverse", "_l2_reverse")(swapped_names("_l1", "_l2")(n)),
-    }
-
-    # Packed batches: lengths sorted longest first (enforce_sorted=True, the default) or in any order
-    # (False: PyTorch sorts, and puts the final states back in the batch's order).
-    padded_configs = (
-        LayerConfig(1, False, options=(("batch_first", False), ("enforce_sorted", True))),
-        LayerConfig(2, True, options=(("batch_first", True), ("enforce_sorted", False))),
-    )
-    chunked_configs = (LayerConfig(2, False, options=(("batch_first", False),)),)
-
-    def tag(self, layer: int, direction: int) -> str:
-        return f"_l{layer}" + ("_reverse" if direction else "")
+class TorchLayerRunner(TorchRunner):
+    """``nn.RNN``, ``nn.LSTM``, ``nn.GRU`` called on the sequence: packed where a batch is padded."""
 
     def arrange(self, result, config: LayerConfig):
         # batch_first applies to the input and output, not to the final states.
@@ -320,6 +278,97 @@ class TorchLayer(TorchAdapter):
         return {key: value.numpy() for key, value in outputs.items()}
 
 
+# --- the systems: each a mapping, a runner and its test plan ------------------------------------------
+
+
+class TorchAdapter(Adapter):
+    """A PyTorch system: what every one declares."""
+
+    distributions = ("torch",)
+    requires = ("torch",)
+    autodiff = "torch.autograd"
+    optimizers = {"sgd": "torch.optim.SGD", "adam": "torch.optim.Adam"}
+
+
+class TorchCell(TorchCellRunner, TorchMapping, TorchAdapter):
+    """The cells' plan: ``TestPlan``'s defaults; each system below sets its own activations and mutations."""
+
+
+class TorchLayer(TorchLayerRunner, TorchLayerMapping, TorchAdapter):
+    """The layers' plan: configurations of layers, directions and ``batch_first``, padded and chunked."""
+
+    layout_config = LayerConfig(2, True)
+    mutation_config = LayerConfig(3, True, options=(("batch_first", False),))
+    mutations = {
+        "forward and reverse swapped in layer 0": swapped_names("_l0", "_l0_reverse"),
+        "layers 1 and 2 swapped": lambda n: swapped_names("_l1_reverse", "_l2_reverse")(swapped_names("_l1", "_l2")(n)),
+    }
+
+    # Packed batches: lengths sorted longest first (enforce_sorted=True, the default) or in any order
+    # (False: PyTorch sorts, and puts the final states back in the batch's order).
+    padded_configs = (
+        LayerConfig(1, False, options=(("batch_first", False), ("enforce_sorted", True))),
+        LayerConfig(2, True, options=(("batch_first", True), ("enforce_sorted", False))),
+    )
+    chunked_configs = (LayerConfig(2, False, options=(("batch_first", False),)),)
+
+
+class TorchRNNCell(TorchCell):
+    name = "torch"
+    cell = "torch.nn.RNNCell"
+    family = "rnn"
+    activations = ("tanh", "relu")  # `nonlinearity` accepts only these
+    mutations = {
+        "weight_ih transposed": transposed("weight_ih"),
+        "weight_hh transposed": transposed("weight_hh"),
+        "weight_ih and weight_hh swapped": swapped("weight_ih", "weight_hh"),
+        "bias_hh dropped": scaled("bias_hh", 0.0),
+        "bias_ih doubled": scaled("bias_ih", 2.0),
+    }
+
+
+class TorchLSTMCell(TorchCell):
+    name = "torch-lstm"
+    cell = "torch.nn.LSTMCell"
+    family = "lstm"
+    mutations = {
+        "gates i and f swapped": swapped_gates("weight_ih", 0, 1, 4, axis=0),
+        "gates g and o swapped in weight_hh": swapped_gates("weight_hh", 2, 3, 4, axis=0),
+        "bias_hh dropped": scaled("bias_hh", 0.0),
+        "weight_hh transposed blockwise": lambda n: {**n, "weight_hh": np.concatenate(
+            [b.T for b in np.split(n["weight_hh"], 4)])},
+    }
+
+
+def _fold_b_hn(native: Native) -> Native:
+    """What a converter to a one-bias GRU does: b_in + b_hn, b_hn = 0. Right for reset
+    before, wrong for PyTorch's reset after, where r multiplies b_hn."""
+    H = native["bias_hh"].size // 3
+    ih, hh = native["bias_ih"].copy(), native["bias_hh"].copy()
+    ih[2 * H:] += hh[2 * H:]
+    hh[2 * H:] = 0
+    return {**native, "bias_ih": ih, "bias_hh": hh}
+
+
+def _drop_b_hn(native: Native) -> Native:
+    hh = native["bias_hh"].copy()
+    hh[2 * hh.size // 3:] = 0
+    return {**native, "bias_hh": hh}
+
+
+class TorchGRUCell(TorchCell):
+    name = "torch-gru"
+    cell = "torch.nn.GRUCell"
+    family, variant = "gru", "reset_after"
+    mutations = {
+        "gates r and z swapped (the Keras order)": lambda n: {
+            **n, **{k: reorder_gates(n[k], (1, 0, 2)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}},
+        "b_hn dropped": _drop_b_hn,
+        "b_hn moved into b_in": _fold_b_hn,
+    }
+
+
+
 class TorchRNN(TorchLayer):
     name = "torch-rnn"
     cell = "torch.nn.RNN"
@@ -354,7 +403,7 @@ def _gates_swapped_in_layer_1(native: Native) -> Native:
     return swapped_gates("weight_hh_l1", 0, 1, weight.shape[0] // H, axis=0)(native)
 
 
-class TorchLSTM(TorchLayer):
+class TorchLSTM(TorchProjectedMapping, TorchLayer):
     name = "torch-lstm-rnn"
     cell = "torch.nn.LSTM"
     family = "lstm"
@@ -365,20 +414,6 @@ class TorchLSTM(TorchLayer):
                  # the projection: shapes refuse a transposed one (P < H), values a swapped one
                  "weight_hr transposed": transposed("weight_hr_l0"),
                  "weight_hr of the two directions swapped": swapped("weight_hr_l0", "weight_hr_l0_reverse")}
-
-    def read_options(self, native: Native, config) -> tuple[tuple[str, ...], int | None]:
-        """A projection iff the weights hold weight_hr (of layer 0, forward): P is its first axis."""
-        name = "weight_hr" + self.tag(0, 0)
-        if isinstance(native, dict) and name in native:
-            return ("projection",), int(np.shape(native[name])[0])
-        return (), None
-
-    def read_hidden_size(self, native: Native, config) -> tuple[int, str]:
-        """H from weight_hh's columns, or with a projection (they are P then) from weight_hr's."""
-        name = "weight_hr" + self.tag(0, 0)
-        if self.read_options(native, config)[0]:
-            return int(np.shape(native[name])[1]), f"{name}'s shape"
-        return super().read_hidden_size(native, config)
 
 
 class TorchGRU(TorchLayer):

@@ -81,9 +81,10 @@ def mapping_lines(a: str, b: str) -> tuple[list[str], str | None]:
     lines += [f"#   {name:<28} {shape}" for name, (_, shape) in source.native_spec(config, 3, 5).items()]
     lines.append(f"# {b}: {target.cell}")
     lines += [f"#   {name:<28} {shape}" for name, (_, shape) in target.native_spec(config, 3, 5).items()]
+    from rnn_equivalence.frameworks import adapter_class
     from rnn_equivalence.harness.cases import case_of
 
-    stack = case_of(source, 3, 5, 1, 1, 0, config).stack()  # what A holds (b_hn = 0 where it has no slot)
+    stack = case_of(adapter_class(a), 3, 5, 1, 1, 0, config).stack()  # what A holds (b_hn = 0 where it has no slot)
     try:
         convert(source.to_native(stack, config), a, b, config=config)
     except ConversionRefused as error:

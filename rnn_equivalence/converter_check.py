@@ -28,10 +28,10 @@ DETECTED = 100.0  # a mutation counts as caught beyond 100 bounds (the suite's m
 
 
 def check_converter(source: str, convert, run, depth: str = "default", seed: int = 0) -> list[Comparison]:
-    from rnn_equivalence.frameworks.convert import mapping
+    from rnn_equivalence.frameworks import adapter_class
     from rnn_equivalence.harness.cases import cases_for, mutation_cases
 
-    adapter = mapping(source)
+    adapter = adapter_class(source)()  # the system: its mapping and its plan (its framework not started)
     cases = cases_for(adapter, depth, seed)
     assert cases, f"{source}: no cases at depth {depth!r}"
     comparisons = [_compare(adapter, case, convert, run, f"{source} converted") for case in cases]

@@ -56,10 +56,10 @@ def test_a_converter_with_the_wrong_gate_order_fails_naming_the_case():
 def test_a_converter_that_hides_a_broken_input_fails_on_the_mutations():
     """A converter whose output for one shape is fixed (it loads a checkpoint of that shape instead of
     converting its input): right on the design, which has no 4 x 4 case, blind to the mutations."""
-    from rnn_equivalence.frameworks.convert import mapping
+    from rnn_equivalence.frameworks import adapter_class
     from rnn_equivalence.harness.cases import mutation_cases
 
-    adapter = mapping("torch-gru")
+    adapter = adapter_class("torch-gru")()
     case = mutation_cases(adapter, "quick")[0]  # I = H = 4
     fixed = correct(adapter.to_native(case.stack("float32"), case.config), case.config)
 

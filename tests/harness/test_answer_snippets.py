@@ -59,13 +59,13 @@ def test_the_convert_one_liner_maps_real_weights(pair):
     mapping keeps the function, biases included, is tests/mapping/test_convert.py's, for every pair.)"""
     import numpy as np
 
-    from rnn_equivalence.frameworks.convert import mapping
+    from rnn_equivalence.frameworks import adapter_class, mapping
     from rnn_equivalence.harness.cases import case_of
     from rnn_equivalence.reference.config import LayerConfig
 
     a, b = pair
     config = LayerConfig(1, False)
-    stack = case_of(mapping(a), 3, 5, 1, 1, 0, config).stack()
+    stack = case_of(adapter_class(a), 3, 5, 1, 1, 0, config).stack()
     namespace = {"a_weights": mapping(a).to_native(stack, config)}
     exec("from rnn_equivalence.frameworks import convert\nfrom rnn_equivalence.reference.config import LayerConfig\n"
          f"b_weights = convert(a_weights, {a!r}, {b!r}, config=LayerConfig(1, False))", namespace)
