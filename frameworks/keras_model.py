@@ -24,7 +24,8 @@ import numpy as np
 
 from rnn_equivalence.frameworks.base import LayerConfig, Native, distribution_version, import_framework
 from rnn_equivalence.frameworks.conversion_cache import weights_digests
-from rnn_equivalence.frameworks.keras_adapters import MASK_VALUE, KerasLayer
+from rnn_equivalence.frameworks.keras_adapters import KerasLayer
+from rnn_equivalence.frameworks.keras_runner import MASK_VALUE
 from rnn_equivalence.reference.params import state_keys
 
 

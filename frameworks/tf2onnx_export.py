@@ -1,8 +1,8 @@
 """``tf2onnx.convert.from_keras`` of Keras 2 (``tf_keras``) ``SimpleRNN``, ``LSTM`` and ``GRU`` layers,
 stacked and bidirectional, run in ONNX Runtime.
 
-The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping
-(``KerasLayer``), unchanged, named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_mapping``'s layer mapping
+(``KerasLayerMapping``), unchanged, named ``layer{k}.{forward,backward}.kernel`` and so on. What is checked is that
 the converted model computes what the Keras layers and the reference compute. The model converted is the
 functional ``tf_keras.Model`` a user writes around the layers (``rnn_equivalence.frameworks.keras_model``),
 with any batch size.

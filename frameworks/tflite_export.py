@@ -2,8 +2,8 @@
 layers, stacked and bidirectional, converted by ``tf.lite.TFLiteConverter`` with TFLite's builtin ops
 only, and run in LiteRT's interpreter (``ai_edge_litert``) with its default delegate (XNNPACK).
 
-The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_adapters``'s layer mapping
-(``KerasLayer``), unchanged, in the functional model a user writes around the layers
+The weights are Keras's: the mapping is ``rnn_equivalence.frameworks.keras_mapping``'s layer mapping
+(``KerasLayerMapping``), unchanged, in the functional model a user writes around the layers
 (``rnn_equivalence.frameworks.keras_model``).
 
 What a user calls, and what it takes (measured with TensorFlow 2.21, tests/equivalence/test_converters.py

@@ -431,7 +431,7 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
              for i, (config, g, (I, H)) in enumerate(rows)]
     lengths = lambda config: tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
     # A padded configuration keeps its own initial state: Keras's Masking layer drops the mask when an
-    # initial state is given (frameworks/keras_adapters.py), so that configuration declares none.
+    # initial state is given (frameworks/keras_plan.py), so that configuration declares none.
     cases += [case_of(adapter, *SHAPES[1], len(LENGTHS), PADDED_STEPS, seed * 10_000 + 950 + i,
                       config, padding=padding_of(lengths(config), side))
               for i, (config, side) in enumerate(padded)]

@@ -8,12 +8,12 @@ test_reference.py cannot show.
 
 Keras 3's "hard_sigmoid" being relu6(x + 3) / 6 on each backend, and Keras 2's clip(0.2 x + 0.5,
 0, 1), is test_reference.py's activation accuracy test on the SimpleRNN cells (the table:
-``rnn_equivalence.frameworks.keras_adapters.KERAS_ACTIVATIONS``); the two under one name, test_non_equivalence.py.
+``rnn_equivalence.frameworks.keras_runner.KERAS_ACTIVATIONS``); the two under one name, test_non_equivalence.py.
 
 ``recurrent_activation`` and ``activation`` given the wrong way round is caught by
 test_mutations.py (``test_activation_arguments_exchanged_are_detected``). The first test runs where
 Keras is in this process (the TensorFlow backend, tf_keras): the mapping
-(``KerasAdapter.activation_arguments``) is one for every backend.
+(``KerasRunner.activation_arguments``) is one for every backend.
 """
 
 import os

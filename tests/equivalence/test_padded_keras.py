@@ -2,7 +2,7 @@
 installed versions (keras 3 on each backend, and Keras 2, ``tf_keras``).
 
 test_padded.py compares the Keras layers with the reference on the configurations they declare
-(``rnn_equivalence.frameworks.keras_adapters.PADDED_CONFIGS``). Here: a ``Masking`` layer's mask lost when the call also
+(``rnn_equivalence.frameworks.keras_plan.PADDED_CONFIGS``). Here: a ``Masking`` layer's mask lost when the call also
 takes ``initial_state`` (Keras 3 only), the jax backend's output on steps masked before the first
 real one, ``zero_output_for_mask`` without ``return_sequences``, ``go_backwards`` with a mask,
 and masks the suite's ``Padding`` cannot describe (holes, an all-masked row), which Keras takes.
@@ -18,7 +18,7 @@ from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
 from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.stack import StackParams
 
-DTYPE = "float32"  # float64 on jax and torch is a known upstream issue (frameworks/keras_adapters.py)
+DTYPE = "float32"  # float64 on jax and torch is a known upstream issue (harness/known_issues.py)
 ORDERS_OF_MAGNITUDE = 100
 LENGTHS = (5, 9, 1, 7)
 SEQUENCES = (("return_sequences", True), ("return_state", True))

@@ -106,11 +106,12 @@ def test_a_changed_version_misses_the_cache(cache, monkeypatch):
 
 def test_an_edit_of_the_adapters_code_changes_the_key(tmp_path):
     """The key holds a digest of the source files that build and convert the model (a TFLite system's:
-    its module, the functional model's, the Keras mapping's): one byte edited there changes it."""
+    its module, the functional model's, the Keras mapping's and runner's): one byte edited there changes it."""
     from rnn_equivalence.frameworks import ADAPTERS
 
     names = {path.name for path in converted.source_files(ADAPTERS["tflite-keras2-lstm-rnn"])}
-    assert {"tflite_export.py", "keras_model.py", "keras_adapters.py", "base.py"} <= names
+    assert {"tflite_export.py", "keras_model.py", "keras_adapters.py", "keras_mapping.py", "keras_runner.py",
+            "base.py", "mapping.py"} <= names
     source = tmp_path / "adapter.py"
     source.write_text("kernel = weights.T\n")
     before = converted.files_digest([source])
