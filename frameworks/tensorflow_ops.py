@@ -2,24 +2,19 @@
 
 No Keras involved, so the concatenated formula is checked in TensorFlow even
 where ``tf_keras`` is absent. The mapping is the lecture's layout, inherited
-from ``LectureConcatenatedLayout``: W_h = [W_hh | W_hx] (H, H+I), b = b_x + b_h.
+from ``LectureConcatenatedMapping``: W_h = [W_hh | W_hx] (H, H+I), b = b_x + b_h.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rnn_equivalence.frameworks.base import Native, import_framework
-from rnn_equivalence.frameworks.numpy_formulas import LectureConcatenatedLayout
+from rnn_equivalence.frameworks.base import Adapter, Native, import_framework
+from rnn_equivalence.frameworks.numpy_formulas import CONCATENATED_MUTATIONS, LectureConcatenatedMapping
 
 
-class TensorflowConcatenated(LectureConcatenatedLayout):
-    name = "tf-concat"
-    cell = "tf.matmul(tf.concat([h, x], 1), W_h, transpose_b=True)"
-    distributions = ("tensorflow",)
-    requires = ("tensorflow",)
-
-    autodiff = "tf.GradientTape"
+class TensorflowOpsRunner:
+    """The concatenated step in TensorFlow ops, differentiated by ``tf.GradientTape``."""
 
     def start(self):
         self.tf = import_framework("tensorflow", self.name)
@@ -60,3 +55,13 @@ class TensorflowConcatenated(LectureConcatenatedLayout):
         _, grads = self.autodiff_runtime.vjp(lambda: self._forward(weights, inputs, start, g, H), sources, cotangents,
                                              self.check_cotangents)
         return tf.nest.map_structure(lambda value: np.asarray(value.numpy(), xs.dtype), grads)
+
+
+class TensorflowConcatenated(TensorflowOpsRunner, LectureConcatenatedMapping, Adapter):
+    name = "tf-concat"
+    cell = "tf.matmul(tf.concat([h, x], 1), W_h, transpose_b=True)"
+    family = "rnn"
+    mutations = CONCATENATED_MUTATIONS
+    distributions = ("tensorflow",)
+    requires = ("tensorflow",)
+    autodiff = "tf.GradientTape"
