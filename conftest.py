@@ -12,10 +12,11 @@ import platform
 
 import pytest
 
-# Before anything can import Keras or TensorFlow: Keras 3 fixes its backend at
-# import, and TensorFlow's C++ start-up chatter drowns the test output.
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before anything can import Keras or TensorFlow: the backend, the log level, one thread per library pool
+# (rnn_equivalence.harness.environment; the engine sets the same), inherited by the workers and their children.
+from rnn_equivalence.harness.environment import prepare_process  # noqa: E402
+
+prepare_process()
 
 from rnn_equivalence.frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
 from rnn_equivalence.frameworks import conversion_cache  # noqa: E402  (NumPy only)
@@ -125,7 +126,6 @@ def pytest_configure(config):
     cache = _conversion_cache(config)
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
-        _one_thread_per_process()
         summary = Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
                           seed=seed, mode=config.getoption("--equivalence-summary"))
         summary.shard = config.stash[SHARD]
@@ -136,22 +136,6 @@ def pytest_configure(config):
         config.pluginmanager.register(ReportWriter(summary), "rnn-equivalence-report")
     if selection.missing_is_error:
         _fail_fast_on_missing(selection)
-
-
-# Each library's own thread pool, one thread: the suite's arithmetic is tiny (H <= 7, T <= 50), so threads
-# only contend, with pytest-xdist's workers and their Keras children already one process per core.
-# Thread counts change no bound (reference/tolerance.py bounds every order of summation). A setting the
-# user made is kept.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-              "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
-              "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
-
-
-def _one_thread_per_process():
-    """Set on the controller, before any framework is imported or a worker started, so that workers and
-    their children inherit it."""
-    for key, value in ONE_THREAD.items():
-        os.environ.setdefault(key, value)
 
 
 def _share_jax_compilations(config):

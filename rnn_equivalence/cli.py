@@ -28,14 +28,15 @@ refuses, saying why, and writes nothing. A file of several modules (an encoder a
 NAME`` converts the one at that location, as ``inspect`` prints it (``rnn_equivalence.frameworks.files.select``).
 
 ``compare`` answers "are these two systems the same function?" on the versions installed here: it runs
-the suite's tests for the two systems now (``rnn_equivalence.compare``) and prints Yes, No or Only if,
-the mapping between them, and the evidence (cases, worst err/bound per dtype, versions, differences).
+the two systems' forward cases now, each against the float64 reference within the derived bound
+(``rnn_equivalence.compare``, ``rnn_equivalence.engine``: no pytest, no tests/ needed), and prints Yes, No or
+Only if, the mapping between them, and the evidence (cases, worst err/bound per dtype, versions, known issues).
 
 Exit codes: 0 read (inspect: at least one recurrent module), equivalent (verify), or converted and
 equivalent (convert), Yes (compare); 1 not equivalent, or refused, No or Only if (compare); 2 bad
-input (a file that is not named weights, recurrent weights that do not read, inputs that do not fit),
-with one line naming what was expected and what was received, never a traceback. Human output fits 100
-columns.
+input (a file that is not named weights, recurrent weights that do not read, inputs that do not fit;
+compare: names that make no question, a framework not installed), with one line naming what was
+expected and what was received, never a traceback. Human output fits 100 columns.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def convert(file, target, output, location, system, seed, run_frameworks, as_jso
 @click.option("--seed", default=0, show_default=True, help="seed of the weights and data of the design's cases")
 @click.option("--json", "as_json", is_flag=True, help="one JSON document, for scripts")
 def compare(system_a, system_b, depth, seed, as_json):
-    """Are SYSTEM_A and SYSTEM_B the same function? The suite's tests for both, run now."""
+    """Are SYSTEM_A and SYSTEM_B the same function? Both systems' forward cases, run now."""
     from rnn_equivalence.compare import CompareRefused, answer, text
 
     try:

@@ -1,11 +1,14 @@
 """``rnn-equivalence compare A B``: are two systems of a family the same function, on the versions installed
-here? Answered by running the suite's own tests for the two systems now, not by reading a committed report.
+here? Answered by running the two systems' forward cases now (``rnn_equivalence.engine``: no pytest, no tests/
+directory, so an installed package answers too), not by reading a committed report.
 
-The answer is built from one run's report (``--equivalence-report``): each system against the float64
-reference in every dtype (both within their bounds on the same canonical parameters means A and B agree
-within the sum of the bounds), the pair tests where one is the other's anchor, the proved non-equivalences
-the run met for either, and the mapping between them (``rnn_equivalence.frameworks.convert``: what A's weights become in
-B's names, or why B cannot hold A's function). Yes: both are the family member they declare, the same
+The answer is built from one run's report, in the shape ``pytest --equivalence-report`` writes: each system
+against the float64 reference in every dtype (both within their bounds on the same canonical parameters means
+A and B agree within the sum of the bounds), the known upstream issues the run met for either, and the mapping
+between them (``rnn_equivalence.frameworks.convert``: what A's weights become in B's names, or why B cannot hold
+A's function). The engine runs the forward equivalence alone; from the full suite's report (the committed one
+of docs/ANSWERS.md, ``answer_from_report``) the answer weighs padded, chunked, gradient and optimizer runs
+too, and lists the proved non-equivalences of either. Yes: both are the family member they declare, the same
 one, every case within its bound, and B holds any A weights. No: a different family member (a GRU's
 variant), or a case beyond its bound. Only if: both compute the same function, but B cannot hold every
 A weight (the reason is said).
@@ -13,19 +16,14 @@ A weight (the reason is said).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPTHS = ("quick", "default", "full")
 
 
 class CompareRefused(ValueError):
-    """The two names do not make a question the suite answers (unknown, or of different families)."""
+    """The two names do not make a question the suite answers (unknown, or of different families), or a
+    framework the run needs is not installed here."""
 
 
 @dataclass
@@ -92,21 +90,6 @@ def mapping_lines(a: str, b: str) -> tuple[list[str], str | None]:
     return lines, None
 
 
-def run_suite(a: str, b: str, depth: str, seed: int, directory: Path) -> tuple[dict, str]:
-    """The suite's equivalence tests for the two systems, now; the run's report (JSON) and its output."""
-    tests = ROOT / "tests" / "equivalence"
-    if not tests.is_dir():
-        raise CompareRefused(f"compare runs the suite's tests, which a clone of the repository has; {tests} is missing")
-    command = [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider", f"--systems={a},{b}",
-               f"--depth={depth}", f"--seed={seed}", f"--equivalence-report={directory}"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    report = directory / "equivalence.json"
-    if not report.exists():
-        raise CompareRefused(f"the suite's run wrote no report (exit {done.returncode}): "
-                             + " ".join((done.stdout + done.stderr).strip().splitlines()[-3:]))
-    return json.loads(report.read_text()), done.stdout
-
-
 def about_the_pair(against: str, a: str, b: str) -> bool:
     """A proved non-equivalence of A or B concerns the pair unless it is against a third system of the
     suite (``against`` names a system, or a variant of the reference, or a setting)."""
@@ -155,11 +138,16 @@ def decide(cls_a, cls_b, rows: list[dict], refusal: str | None) -> tuple[str, st
 
 
 def answer(a: str, b: str, depth: str = "quick", seed: int = 0) -> Answer:
-    """The answer from a run of the suite's tests for the two systems, now, on the installed versions."""
+    """The answer from the two systems' forward runs, now, on the installed versions (``rnn_equivalence.engine``);
+    CompareRefused where a framework of either is not installed."""
+    from rnn_equivalence.engine import Unavailable, report
+
     check_question(a, b)
-    with tempfile.TemporaryDirectory() as directory:
-        report, _ = run_suite(a, b, depth, seed, Path(directory))
-    return answer_from_report(a, b, report)
+    try:
+        run = report([a, b], depth, seed)
+    except Unavailable as error:
+        raise CompareRefused(f"compare {a} {b}: {error}") from None
+    return answer_from_report(a, b, run)
 
 
 def answer_from_report(a: str, b: str, report: dict) -> Answer:

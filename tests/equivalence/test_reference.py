@@ -4,7 +4,8 @@ against the float64 reference, within the derived bound (reference/tolerance.py)
 import numpy as np
 import pytest
 
-from rnn_equivalence.reference.comparison import BoundExceeded, assert_dtype, assert_within_bound, compare_outputs
+from rnn_equivalence.engine import against_reference
+from rnn_equivalence.reference.comparison import BoundExceeded, assert_dtype, assert_within_bound
 from rnn_equivalence.reference.tolerance import UNIT_ROUNDOFF, activation_error
 from rnn_equivalence.reference.activations import activation
 from rnn_equivalence.reference.params import CellParams
@@ -29,11 +30,7 @@ def test_eager_run_matches_float64_reference(adapter, activation_spec, dtype, ca
 
 
 def check_reference(adapter, dtype, case, record, how=""):
-    actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
-    expected = adapter.arrange(case.reference(), case.config)
-    bounds = adapter.arrange(case.bound_vs_reference(dtype), case.config)
-    comparison = compare_outputs(actual, expected, bounds,
-                                 f"{adapter.describe()}{how} vs float64 reference, {case.describe(dtype)}")
+    comparison, actual = against_reference(adapter, case, dtype, how)  # the engine's check, compare's too
     level = case.activation + (f"+{case.options}" if case.options else "")
     record("reference", adapter, dtype=dtype, level=level, **comparison.as_record())
     assert_within_bound(comparison)  # first: the values are what a known issue is about
