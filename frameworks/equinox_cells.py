@@ -18,8 +18,11 @@ LSTM's bias is bias_ih + bias_hh. A sum is one rounding, and comes back as b_x w
 ``use_bias=False`` drops both biases (the bias-free configuration). The activations are fixed
 (sigmoid, tanh): the default spec only. No peepholes, projection, clipping or coupled gates.
 
-Gradients and one optimizer step are Flax's machinery (``FlaxBase``): jax.vjp of the one function
-run_native calls, and optax, which Equinox users train with.
+Gradients and one optimizer step are Flax's machinery (``rnn_equivalence.frameworks.flax_cells.FlaxRunner``):
+jax.vjp of the one function run_native calls, and optax, which Equinox users train with.
+
+Each system is its mapping (``EquinoxLSTMMapping``, ``EquinoxGRUMapping``: NumPy only), its runner
+(``EquinoxRunner``) and its test plan, as in ``rnn_equivalence.frameworks.pytorch``.
 """
 
 from __future__ import annotations
@@ -27,63 +30,20 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.frameworks.base import (
-    CELL, NO_BIAS, Adapter, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
+    CELL, NO_BIAS, Adapter, Mapping, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
 )
-from rnn_equivalence.frameworks.flax_cells import FlaxBase
+from rnn_equivalence.frameworks.flax_cells import FlaxRunner
 from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
 from rnn_equivalence.reference.params import GATES
 
 
-class EquinoxCell(FlaxBase):
-    """An Equinox cell: the framework, and its step over a batch."""
+# --- the mappings: NumPy only ---------------------------------------------------------------------------
 
-    distributions = ("equinox", "jax", "optax")
-    requires = ("equinox", "jax")
-    configs = (CELL, NO_BIAS)
+
+class EquinoxMapping(Mapping):
+    """What both Equinox cells share: PyTorch's orientation and gate order, no tag (a cell), and the way back."""
+
     native_names: tuple[str, ...]  # the cell's weight attributes
-
-    def start(self):
-        jax = import_framework("jax", self.name)
-        jax.config.update("jax_enable_x64", True)  # before any array exists
-        use_persistent_cache(jax)  # before the first compile (rnn_equivalence.frameworks.jax_cache)
-        self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)
-        self.eqx = import_framework("equinox", self.name)
-
-    activation_arguments = Adapter.activation_arguments  # fixed activations: none to give (not Flax's)
-
-    def _cell(self, input_size: int, hidden_size: int, has_bias: bool, dtype):
-        return getattr(self.eqx.nn, self.cell.rsplit(".", 1)[1])(input_size, hidden_size, use_bias=has_bias,
-                                                                 dtype=dtype, key=self.jax.random.PRNGKey(0))
-
-    def _step(self, input_size: int, hidden_size: int, dtype, g: str):
-        """step(native, carry, x) -> carry over a batch: the cell holding the native weights
-        (``eqx.tree_at``), vmapped over the batch rows. The carry is Flax's (c, h) for an LSTM (the
-        driver's, ``FlaxBase._run``); Equinox's own is (h, c).
-
-        Compiled, ``jax.jit`` of this function of the weights, once per cell and batch (``FlaxBase._run``):
-        what ``eqx.filter_jit`` does for a module whose leaves are all arrays. filter_jit over the module
-        itself (a template built once, each run's weights put in by tree_at outside the jit) was measured
-        slower here: the two Equinox systems' tests took 39 s cold and 11.4 s warm, against 30 s and 9.9 s
-        (one run each, 2 cores)."""
-        jax, eqx = self.jax, self.eqx
-        names = tuple(self.native_names)
-        lstm = self.family == "lstm"
-
-        def step(native, carry, x):
-            present = tuple(name for name in names if name in native)
-            template = self._cell(x.shape[-1], hidden_size, "bias" in native, dtype)
-            cell = eqx.tree_at(lambda c: tuple(getattr(c, n) for n in present), template,
-                               tuple(native[n] for n in present))
-            if lstm:
-                h, c = jax.vmap(cell)(x, (carry[1], carry[0]))
-                return c, h
-            return jax.vmap(cell)(x, carry)
-
-        return self._jit(step)
-
-    def own_weight_shapes(self, input_size: int, hidden_size: int):
-        cell = self._cell(input_size, hidden_size, True, self.jnp.float32)
-        return {name: tuple(getattr(cell, name).shape) for name in self.native_names}
 
     def recurrent_kernel(self, config) -> str:
         return "weight_hh"
@@ -110,19 +70,12 @@ class EquinoxCell(FlaxBase):
         return self.params(W_x, W_h, bias, b_h)
 
 
-class EquinoxLSTMCell(EquinoxCell):
-    name = "equinox-lstm"
-    cell = "equinox.nn.LSTMCell"
+class EquinoxLSTMMapping(EquinoxMapping):
+    """``LSTMCell``: weight_ih, weight_hh and the one summed bias, gates i f g o."""
+
     family = "lstm"
     native_names = ("weight_ih", "weight_hh", "bias")
     state_names = {"h": "hidden[0] (h)", "c": "hidden[1] (c)"}  # Equinox's LSTM state is (h, c)
-    mutations = {
-        "gates i and f swapped": lambda n: {
-            **n, **{k: reorder_gates(n[k], (1, 0, 2, 3)) for k in ("weight_ih", "weight_hh", "bias")}},
-        "weight_hh transposed blockwise": lambda n: {
-            **n, "weight_hh": np.concatenate([b.T for b in np.split(n["weight_hh"], 4)])},
-        "bias doubled (bias_ih + bias_hh added twice)": scaled("bias", 2.0),
-    }
 
     def cell_to_native(self, params, tag: str) -> Native:
         native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
@@ -131,13 +84,106 @@ class EquinoxLSTMCell(EquinoxCell):
         return native
 
 
-class EquinoxGRUCell(EquinoxCell):
-    name = "equinox-gru"
-    cell = "equinox.nn.GRUCell"
+class EquinoxGRUMapping(EquinoxMapping):
+    """``GRUCell``: weight_ih, weight_hh, bias summed for r and z (b_xn for n), and bias_n = b_hn, gates r z n."""
+
     family, variant = "gru", "reset_after"
     kept_hidden_biases = ("n",)  # bias_n holds b_hn, which r multiplies
     native_names = ("weight_ih", "weight_hh", "bias", "bias_n")
     state_names = {"h": "hidden"}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
+        if params.has_bias:
+            b_h = params.b_h.copy()
+            b_h[2 * params.hidden_size:] = 0  # b_hn stays apart, in bias_n
+            native["bias"] = params.b_x + b_h
+            native["bias_n"] = params.gate(params.b_h, "n")
+        return native
+
+
+# --- the runner: Flax's machinery over an Equinox cell -------------------------------------------------------
+
+
+class EquinoxRunner(FlaxRunner):
+    """An Equinox cell: the framework, and its step over a batch; the rest (the run over the sequence,
+    gradients, optax) is ``FlaxRunner``'s."""
+
+    def start(self):
+        jax = import_framework("jax", self.name)
+        jax.config.update("jax_enable_x64", True)  # before any array exists
+        use_persistent_cache(jax)  # before the first compile (rnn_equivalence.frameworks.jax_cache)
+        self.jax, self.jnp = jax, import_framework("jax.numpy", self.name)
+        self.eqx = import_framework("equinox", self.name)
+
+    activation_arguments = Adapter.activation_arguments  # fixed activations: none to give (not Flax's)
+
+    def _cell(self, input_size: int, hidden_size: int, has_bias: bool, dtype):
+        return getattr(self.eqx.nn, self.cell.rsplit(".", 1)[1])(input_size, hidden_size, use_bias=has_bias,
+                                                                 dtype=dtype, key=self.jax.random.PRNGKey(0))
+
+    def _step(self, input_size: int, hidden_size: int, dtype, g: str):
+        """step(native, carry, x) -> carry over a batch: the cell holding the native weights
+        (``eqx.tree_at``), vmapped over the batch rows. The carry is Flax's (c, h) for an LSTM (the
+        driver's, ``FlaxRunner._run``); Equinox's own is (h, c).
+
+        Compiled, ``jax.jit`` of this function of the weights, once per cell and batch (``FlaxRunner._run``):
+        what ``eqx.filter_jit`` does for a module whose leaves are all arrays. filter_jit over the module
+        itself (a template built once, each run's weights put in by tree_at outside the jit) was measured
+        slower here: the two Equinox systems' tests took 39 s cold and 11.4 s warm, against 30 s and 9.9 s
+        (one run each, 2 cores)."""
+        jax, eqx = self.jax, self.eqx
+        names = tuple(self.native_names)
+        lstm = self.family == "lstm"
+
+        def step(native, carry, x):
+            present = tuple(name for name in names if name in native)
+            template = self._cell(x.shape[-1], hidden_size, "bias" in native, dtype)
+            cell = eqx.tree_at(lambda c: tuple(getattr(c, n) for n in present), template,
+                               tuple(native[n] for n in present))
+            if lstm:
+                h, c = jax.vmap(cell)(x, (carry[1], carry[0]))
+                return c, h
+            return jax.vmap(cell)(x, carry)
+
+        return self._jit(step)
+
+    def own_weight_shapes(self, input_size: int, hidden_size: int):
+        cell = self._cell(input_size, hidden_size, True, self.jnp.float32)
+        return {name: tuple(getattr(cell, name).shape) for name in self.native_names}
+
+
+# --- the systems: each a runner, a mapping and its test plan ----------------------------------------------
+
+
+class EquinoxAdapter(Adapter):
+    """An Equinox system: what each one declares. Gradients and optimizer steps are ``FlaxRunner``'s, so
+    jax.vjp and optax, compiled as Flax's are."""
+
+    distributions = ("equinox", "jax", "optax")
+    requires = ("equinox", "jax")
+    autodiff = "jax.vjp"
+    optimizers = {"sgd": "optax.sgd", "adam": "optax.adam"}
+    compiles = True
+
+
+class EquinoxLSTMCell(EquinoxRunner, EquinoxLSTMMapping, EquinoxAdapter):
+    name = "equinox-lstm"
+    cell = "equinox.nn.LSTMCell"
+    configs = (CELL, NO_BIAS)  # use_bias=False: the bias-free cell
+    mutations = {
+        "gates i and f swapped": lambda n: {
+            **n, **{k: reorder_gates(n[k], (1, 0, 2, 3)) for k in ("weight_ih", "weight_hh", "bias")}},
+        "weight_hh transposed blockwise": lambda n: {
+            **n, "weight_hh": np.concatenate([b.T for b in np.split(n["weight_hh"], 4)])},
+        "bias doubled (bias_ih + bias_hh added twice)": scaled("bias", 2.0),
+    }
+
+
+class EquinoxGRUCell(EquinoxRunner, EquinoxGRUMapping, EquinoxAdapter):
+    name = "equinox-gru"
+    cell = "equinox.nn.GRUCell"
+    configs = (CELL, NO_BIAS)  # use_bias=False: the bias-free cell
     mutations = {
         "gates r and z swapped": lambda n: {
             **n, **{k: reorder_gates(n[k], (1, 0, 2)) for k in ("weight_ih", "weight_hh", "bias")}},
@@ -148,12 +194,3 @@ class EquinoxGRUCell(EquinoxCell):
         "weight_hh transposed blockwise": lambda n: {
             **n, "weight_hh": np.concatenate([b.T for b in np.split(n["weight_hh"], 3)])},
     }
-
-    def cell_to_native(self, params, tag: str) -> Native:
-        native = {"weight_ih": params.W_x, "weight_hh": params.W_h}
-        if params.has_bias:
-            b_h = params.b_h.copy()
-            b_h[2 * params.hidden_size:] = 0  # b_hn stays apart, in bias_n
-            native["bias"] = params.b_x + b_h
-            native["bias_n"] = params.gate(params.b_h, "n")
-        return native

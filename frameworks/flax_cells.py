@@ -1,6 +1,11 @@
 """Flax's cells, nnx and linen (``SimpleCell``, ``LSTMCell``, ``GRUCell``), and the layer
 ``nnx.RNN`` over ``nnx.SimpleCell`` (with ``nnx.Bidirectional`` of two of them).
 
+Each system is its mapping, its runner and its test plan, as in ``rnn_equivalence.frameworks.pytorch``:
+the mappings (``FlaxSimpleCellMapping`` and the rest, NumPy only: what ``convert.mapping`` gives), the
+runners (``FlaxRunner`` and its subclasses: jax, flax and optax, imported by ``start``), and the systems
+(``FlaxNNXSimpleCell`` and the rest), each a runner, a mapping and its plan, by its literal name.
+
 Flax computes every dense on batch rows with kernels stored (in, out), hence
 the transposes below, and keeps one dense per gate where the framework has one.
 The mappings, written once each:
@@ -12,7 +17,7 @@ The mappings, written once each:
         (the layer prefixes each name with its direction: "forward.", "backward.")
     SimpleCell, linen: i.kernel, i.bias, h.kernel, the same arrays under linen's module names
 
-Activations: Flax takes functions, not names; ``FlaxBase._activation`` is the one table from
+Activations: Flax takes functions, not names; ``FlaxRunner._activation`` is the one table from
 the canonical names (rnn_equivalence.reference.activations). The gated cells take ``gate_fn`` (canonical f: LSTM
 i, f, o; GRU r, z) and ``activation_fn`` (canonical g: the LSTM candidate, the GRU's n; and the
 LSTM's h, in h = o * activation_fn(c)), linen and nnx alike (flax 0.12 recurrent.py). An LSTM's
@@ -39,13 +44,15 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.frameworks.base import (
-    Adapter, LayerConfig, Native, NativeSpec, gate_and_candidate, import_framework, reorder_gates, scaled, swapped,
-    swapped_names, transposed,
+    Adapter, LayerConfig, Mapping, Native, NativeSpec, gate_and_candidate, import_framework, reorder_gates, scaled,
+    swapped, swapped_names, transposed,
 )
 from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
-from rnn_equivalence.reference.params import state_keys
-from rnn_equivalence.reference.params import GATED
+from rnn_equivalence.reference.params import GATED, state_keys
 from rnn_equivalence.reference.stack import DIRECTIONS
+
+
+# --- the mappings: NumPy only ---------------------------------------------------------------------------
 
 
 def _summed_bias(params) -> np.ndarray:
@@ -53,16 +60,212 @@ def _summed_bias(params) -> np.ndarray:
     return params.b if params.has_bias else np.zeros(params.W_h.shape[0], params.dtype)
 
 
-class FlaxBase(Adapter):
-    """The framework, and the ways of building and stepping its cells, shared by every Flax system."""
+class FlaxMapping(Mapping):
+    """What every Flax layout shares: the state is the cell's carry."""
 
-    distributions = ("flax", "jax", "optax")
-    requires = ("flax", "jax")
     state_names = {"h": "carry"}
-    # Compiled (jax.jit, weights as arguments): a cell's step, once per cell and batch (``_run``), and a
-    # layer's whole run (``_whole_run_key``); the gradients' forward and pullback whole, a cell's steps in
-    # one lax.scan (``gradients_native``); eagerly on one case (set_compiled(False)).
-    compiles = True
+
+
+# SimpleCell: the module docstring's mapping, under nnx's and linen's names of the same three weights.
+NNX_NAMES = ("dense_i.kernel", "dense_i.bias", "dense_h.kernel")
+LINEN_NAMES = ("i.kernel", "i.bias", "h.kernel")
+
+
+class FlaxSimpleCellMapping(FlaxMapping):
+    """The SimpleCell mapping of the module docstring, for one cell whose names begin with ``tag``."""
+
+    family = "rnn"
+    names: tuple[str, str, str]  # kernel_i, bias_i, kernel_h: NNX_NAMES or LINEN_NAMES
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
+        I, H = input_size, hidden_size  # a bias, with or without a canonical bias
+        return {kernel_i: ((I, H), "(in_features, hidden_features)"), bias_i: ((H,), "(hidden_features,)"),
+                kernel_h: ((H, H), "(hidden_features, hidden_features)")}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
+        return {kernel_i: params.W_hx.T, bias_i: _summed_bias(params), kernel_h: params.W_hh.T}
+
+    def cell_from_native(self, native: Native, tag: str):
+        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
+        bias = np.asarray(native[bias_i])
+        return self.params(np.asarray(native[kernel_i]).T, np.asarray(native[kernel_h]).T, bias, np.zeros_like(bias))
+
+    def recurrent_kernel(self, config) -> str:
+        return self.tag(0, 0) + self.names[2]
+
+
+class FlaxNNXSimpleCellMapping(FlaxSimpleCellMapping):
+    """``nnx.SimpleCell``: dense_i.kernel, dense_i.bias, dense_h.kernel."""
+
+    names = NNX_NAMES
+
+
+class FlaxLinenSimpleCellMapping(FlaxSimpleCellMapping):
+    """``linen.SimpleCell``: i.kernel, i.bias, h.kernel."""
+
+    names = LINEN_NAMES
+
+
+class FlaxNNXRNNMapping(FlaxNNXSimpleCellMapping):
+    """``nnx.RNN`` over ``nnx.SimpleCell`` (one layer): the nnx SimpleCell mapping per direction, its names
+    prefixed "forward." or "backward." (``nnx.Bidirectional``'s two RNNs)."""
+
+    layer = True
+    state_names = {"h": "initial_carry"}
+
+    def tag(self, layer: int, direction: int) -> str:
+        return f"{DIRECTIONS[direction]}."
+
+
+# Gated cells. Flax keeps one bias per gate where the framework has one, so the mapping sums:
+#   canonical LSTM gates i f g o: W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
+#   LSTMCell (nnx and linen), one dense per gate and side, kernels (in, out):
+#       ii/if/ig/io.kernel (I, H) = W_x gate^T, no bias;
+#       hi/hf/hg/ho.kernel (H, H) = W_h gate^T, hi/hf/hg/ho.bias (H) = b_x + b_h of the gate
+#       (nnx names the forget dense ``if_``: ``if`` is a keyword)
+#   canonical GRU gates r z n (reset after, as Flax computes):
+#   linen GRUCell: ir/iz/in.kernel (I, H) with biases, hr/hz.kernel (H, H) without, hn.kernel (H, H)
+#       with bias: ir.bias = b_xr + b_hr, iz.bias = b_xz + b_hz, in.bias = b_xn, hn.bias = b_hn
+#   nnx GRUCell: dense_i.kernel (I, 3H) and dense_i.bias (3H) for r z n, dense_h.kernel (H, 3H) and
+#       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
+#       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
+LSTM_GATES = ("i", "f", "g", "o")
+
+
+def _lstm_names(forget: str, tag: str = ""):
+    """Input denses ii, if (if_ in nnx), ig, io; hidden denses hi, hf, hg, ho."""
+    return ([f"{tag}i{g}.kernel" for g in ("i", forget, "g", "o")], [f"{tag}h{g}.kernel" for g in LSTM_GATES],
+            [f"{tag}h{g}.bias" for g in LSTM_GATES])
+
+
+class FlaxLSTMMapping(FlaxMapping):
+    """``LSTMCell``, nnx and linen: eight kernels and four summed biases, one dense per gate and side."""
+
+    family = "lstm"
+    state_names = {"h": "carry[1] (h)", "c": "carry[0] (c)"}  # the carry is (c, h)
+    forget_name: str  # "f_" in nnx (the attribute is if_), "f" in linen
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
+        I, H = input_size, hidden_size
+        spec = {n: ((I, H), "(in_features, hidden_features)") for n in kernels_i}
+        spec.update({n: ((H, H), "(hidden_features, hidden_features)") for n in kernels_h})
+        spec.update({n: ((H,), "(hidden_features,)") for n in biases})
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
+        b = _summed_bias(params)
+        native = {}
+        for k, gate in enumerate(LSTM_GATES):
+            native[kernels_i[k]] = params.gate(params.W_x, gate).T
+            native[kernels_h[k]] = params.gate(params.W_h, gate).T
+            native[biases[k]] = params.gate(b, gate)
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
+        b = np.concatenate([native[n] for n in biases])
+        return self.params(np.vstack([np.asarray(native[n]).T for n in kernels_i]),
+                           np.vstack([np.asarray(native[n]).T for n in kernels_h]), b, np.zeros_like(b))
+
+    def recurrent_kernel(self, config) -> str:
+        return "hi.kernel"  # (H, H)
+
+
+class FlaxNNXLSTMMapping(FlaxLSTMMapping):
+    """``nnx.LSTMCell``: the forget denses are ``if_`` and ``hf``."""
+
+    forget_name = "f_"
+
+
+class FlaxLinenLSTMMapping(FlaxLSTMMapping):
+    """``linen.LSTMCell``: the forget denses are ``if`` and ``hf``."""
+
+    forget_name = "f"
+
+
+class FlaxLinenGRUMapping(FlaxMapping):
+    """``linen.GRUCell``: one dense per gate and side, b_hn kept apart in hn.bias."""
+
+    family, variant = "gru", "reset_after"
+    kept_hidden_biases = ("n",)  # hn.bias holds b_hn, which r multiplies
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size
+        spec = {}
+        for g in "rzn":
+            spec[f"{tag}i{g}.kernel"] = ((I, H), "(in_features, features)")
+            spec[f"{tag}i{g}.bias"] = ((H,), "(features,)")
+        spec.update({f"{tag}h{g}.kernel": ((H, H), "(features, features)") for g in "rzn"})
+        spec[f"{tag}hn.bias"] = ((H,), "(features,)")
+        return spec
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        native = {}
+        for gate in "rzn":
+            native[f"{tag}i{gate}.kernel"] = params.gate(params.W_x, gate).T
+            native[f"{tag}h{gate}.kernel"] = params.gate(params.W_h, gate).T
+        b = _summed_bias(params)
+        zeros = np.zeros(params.hidden_size, params.dtype)
+        native[f"{tag}ir.bias"] = params.gate(b, "r")
+        native[f"{tag}iz.bias"] = params.gate(b, "z")
+        native[f"{tag}in.bias"] = params.gate(params.b_x, "n") if params.has_bias else zeros
+        native[f"{tag}hn.bias"] = params.gate(params.b_h, "n") if params.has_bias else zeros
+        return native
+
+    def cell_from_native(self, native: Native, tag: str):
+        W_x = np.vstack([np.asarray(native[f"{tag}i{g}.kernel"]).T for g in "rzn"])
+        W_h = np.vstack([np.asarray(native[f"{tag}h{g}.kernel"]).T for g in "rzn"])
+        zero = np.zeros_like(native[f"{tag}hn.bias"])
+        b_x = np.concatenate([native[f"{tag}ir.bias"], native[f"{tag}iz.bias"], native[f"{tag}in.bias"]])
+        return self.params(W_x, W_h, b_x, np.concatenate([zero, zero, native[f"{tag}hn.bias"]]))
+
+    def recurrent_kernel(self, config) -> str:
+        return "hn.kernel"  # (H, H)
+
+
+class FlaxNNXGRUMapping(FlaxMapping):
+    """``nnx.GRUCell``: two stacked kernels (r z n along the columns), one bias, and no slot for b_hn."""
+
+    family, variant = "gru", "reset_after"
+    zero_b_hn = True  # the cell cannot hold b_hn: its cases run with b_hn = 0
+    hidden_axis = 0  # dense_h.kernel is (H, 3H)
+
+    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
+        I, H = input_size, hidden_size
+        return {f"{tag}dense_i.kernel": ((I, 3 * H), "(in_features, 3*hidden_features)"),
+                f"{tag}dense_i.bias": ((3 * H,), "(3*hidden_features,)"),
+                f"{tag}dense_h.kernel": ((H, 3 * H), "(hidden_features, 3*hidden_features)")}
+
+    def cell_to_native(self, params, tag: str) -> Native:
+        if params.has_bias:
+            b_hn = params.gate(params.b_h, "n")
+            if np.any(b_hn != 0):
+                raise ValueError(
+                    f"{self.cell} has no slot for b_hn (the hidden bias of the n gate, which r multiplies in "
+                    f"n = tanh(W_in x + b_in + r * (W_hn h + b_hn))); expected b_hn = 0, got max |b_hn| = "
+                    f"{np.max(np.abs(b_hn)):.3g}. Moving it into b_in would compute another function.")
+        b = _summed_bias(params)  # r and z: the sum; n: b_in alone, since b_hn is zero
+        return {f"{tag}dense_i.kernel": params.W_x.T, f"{tag}dense_i.bias": b, f"{tag}dense_h.kernel": params.W_h.T}
+
+    def cell_from_native(self, native: Native, tag: str):
+        b = np.asarray(native[f"{tag}dense_i.bias"])
+        return self.params(np.asarray(native[f"{tag}dense_i.kernel"]).T, np.asarray(native[f"{tag}dense_h.kernel"]).T,
+                           b, np.zeros_like(b))
+
+    def recurrent_kernel(self, config) -> str:
+        return "dense_h.kernel"  # (H, 3H): its rows are the hidden size
+
+
+# --- the runners: jax, flax and optax ----------------------------------------------------------------------
+
+
+class FlaxRunner:
+    """Running a Flax system (the ``Runner`` methods): the framework, and the ways of building and stepping its
+    cells, shared by every Flax system and Equinox's; with the checks of ``Adapter`` it is mixed with."""
 
     def start(self):
         jax = import_framework("jax", self.name)
@@ -86,6 +289,11 @@ class FlaxBase(Adapter):
         activation_fn = g, which the LSTM also applies to c (h), so h must be g."""
         f, g = gate_and_candidate(self.family, spec, self.cell, "activation_fn")
         return {"gate_fn": self._activation(f), "activation_fn": self._activation(g)}
+
+    def _cell_arguments(self, g: str) -> dict:
+        """The activations a cell is built with: a SimpleCell's ``activation_fn`` alone, a gated cell's
+        ``activation_arguments``."""
+        return {"activation_fn": self._activation(g)} if self.family == "rnn" else self.activation_arguments(g)
 
     # --- building ---------------------------------------------------------------------
     # Every build takes the native weights as JAX values, arrays or tracers alike, so that one
@@ -195,8 +403,6 @@ class FlaxBase(Adapter):
         return None if values is None else {key: self.jnp.asarray(value) for key, value in values.items()}
 
     # --- gradients and one optimizer step ---------------------------------------------
-    autodiff = "jax.vjp"
-    optimizers = {"sgd": "optax.sgd", "adam": "optax.adam"}
 
     def gradients_native(self, native: Native, xs, state, config, g: str, cotangents: dict, padding=None) -> dict:
         """jax.vjp of the function run_native calls (``_run``), pulled back with the cotangents.
@@ -244,115 +450,37 @@ class FlaxBase(Adapter):
         return (optax.sgd if name == "sgd" else optax.adam)(**arguments)
 
 
-# --- SimpleCell -------------------------------------------------------------------
-NNX_NAMES = ("dense_i.kernel", "dense_i.bias", "dense_h.kernel")
-LINEN_NAMES = ("i.kernel", "i.bias", "h.kernel")
+class FlaxNNXCellRunner(FlaxRunner):
+    """An nnx cell (``nnx.SimpleCell``, ``nnx.LSTMCell``, ``nnx.GRUCell``: the last name of ``cell``), stepped
+    by ``_nnx_step``."""
 
-
-class FlaxSimpleCellMapping(FlaxBase):
-    """The SimpleCell mapping of the module docstring, for one cell whose names begin with ``tag``."""
-
-    family = "rnn"
-    names: tuple[str, str, str]  # kernel_i, bias_i, kernel_h: NNX_NAMES or LINEN_NAMES
-    activations = Adapter.activations + ("hard_sigmoid_relu6",)  # jax.nn.hard_sigmoid; no 0.2 one in JAX
-
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
-        I, H = input_size, hidden_size  # a bias, with or without a canonical bias
-        return {kernel_i: ((I, H), "(in_features, hidden_features)"), bias_i: ((H,), "(hidden_features,)"),
-                kernel_h: ((H, H), "(hidden_features, hidden_features)")}
-
-    def cell_to_native(self, params, tag: str) -> Native:
-        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
-        return {kernel_i: params.W_hx.T, bias_i: _summed_bias(params), kernel_h: params.W_hh.T}
-
-    def cell_from_native(self, native: Native, tag: str):
-        kernel_i, bias_i, kernel_h = (tag + n for n in self.names)
-        bias = np.asarray(native[bias_i])
-        return self.params(np.asarray(native[kernel_i]).T, np.asarray(native[kernel_h]).T, bias, np.zeros_like(bias))
-
-    def recurrent_kernel(self, config) -> str:
-        return self.tag(0, 0) + self.names[2]
-
-
-class FlaxNNXSimpleCell(FlaxSimpleCellMapping):
-    name = "flax-nnx"
-    cell = "flax.nnx.SimpleCell"
-    names = NNX_NAMES
-    mutations = {
-        "dense_i.kernel not transposed": transposed("dense_i.kernel"),
-        "dense_h.kernel not transposed": transposed("dense_h.kernel"),
-        "dense_i.kernel and dense_h.kernel swapped": swapped("dense_i.kernel", "dense_h.kernel"),
-        "dense_i.bias dropped": scaled("dense_i.bias", 0.0),
-        "dense_i.bias doubled": scaled("dense_i.bias", 2.0),
-    }
+    def _module_class(self):
+        return getattr(self.nnx, self.cell.rsplit(".", 1)[1])
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
-        return self._nnx_shapes(self.nnx.SimpleCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
+        return self._nnx_shapes(self._module_class()(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
 
     def _step(self, input_size, hidden_size, dtype, g):
-        return self._nnx_step(self.nnx.SimpleCell, input_size, hidden_size, dtype, activation_fn=self._activation(g))
+        return self._nnx_step(self._module_class(), input_size, hidden_size, dtype, **self._cell_arguments(g))
 
 
-class FlaxLinenSimpleCell(FlaxSimpleCellMapping):
-    name = "flax-linen"
-    cell = "flax.linen.SimpleCell"
-    names = LINEN_NAMES
-    mutations = {
-        "i.kernel not transposed": transposed("i.kernel"),
-        "h.kernel not transposed": transposed("h.kernel"),
-        "i.kernel and h.kernel swapped": swapped("i.kernel", "h.kernel"),
-        "i.bias dropped": scaled("i.bias", 0.0),
-        "i.bias doubled": scaled("i.bias", 2.0),
-    }
+class FlaxLinenCellRunner(FlaxRunner):
+    """A linen cell (``linen.SimpleCell``, ``linen.LSTMCell``, ``linen.GRUCell``: the last name of ``cell``),
+    stepped by ``_linen_step``."""
+
+    def _module_class(self):
+        return getattr(self.linen, self.cell.rsplit(".", 1)[1])
 
     def own_weight_shapes(self, input_size: int, hidden_size: int):
-        return self._linen_shapes(self.linen.SimpleCell(features=hidden_size), input_size)
+        return self._linen_shapes(self._module_class()(features=hidden_size), input_size)
 
     def _step(self, input_size, hidden_size, dtype, g):
-        return self._linen_step(self.linen.SimpleCell(features=hidden_size, activation_fn=self._activation(g),
-                                                      dtype=dtype, param_dtype=dtype))
+        return self._linen_step(self._module_class()(features=hidden_size, dtype=dtype, param_dtype=dtype,
+                                                     **self._cell_arguments(g)))
 
 
-# --- nnx.RNN(SimpleCell) and nnx.Bidirectional: the nnx SimpleCell mapping, per direction ---
-class FlaxNNXRNN(FlaxSimpleCellMapping):
-    """``nnx.RNN`` over ``nnx.SimpleCell``, and ``nnx.Bidirectional`` of two of them (one layer)."""
-
-    name = "flax-nnx-rnn"
-    cell = "flax.nnx.RNN(SimpleCell)"
-    names = NNX_NAMES
-    layer = True
-    # Layers are tested for structure (directions, layouts, states); every activation is
-    # already tested on the cell. tanh saturates, relu does not, the hard sigmoid is linear
-    # between two clipped ends.
-    activations = ("tanh", "relu", "hard_sigmoid_relu6")
-    state_names = {"h": "initial_carry"}
-    configs = (
-        LayerConfig(1, False, options=(("return_carry", True),)),
-        LayerConfig(1, False, initial_state=False, options=(("time_major", True),)),
-        LayerConfig(1, False, options=(("return_carry", True), ("reverse", True))),
-        LayerConfig(1, False, options=(("return_carry", True), ("reverse", True), ("keep_order", True))),
-        LayerConfig(1, True, options=(("return_carry", True),)),
-    )
-    mutation_config = LayerConfig(1, True, options=(("return_carry", True),))
-    layout_config = LayerConfig(1, True)  # nnx.Bidirectional: both directions' weights
-    # seq_lengths (post-padding only: the reverse direction flips each element within its own
-    # length, flip_sequences); the carry sliced at each length needs return_carry. Chunked: the
-    # carry returned fed back as initial_carry.
-    lengths_name = "seq_lengths"
-    padded_configs = (
-        LayerConfig(1, False, options=(("return_carry", True), ("time_major", True))),
-        LayerConfig(1, True, options=(("return_carry", True),)),
-    )
-    chunked_configs = (LayerConfig(1, False, options=(("return_carry", True),)),)
-    mutations = {
-        "forward.dense_h.kernel not transposed": transposed("forward.dense_h.kernel"),
-        "forward and backward swapped": swapped_names("forward.", "backward.", where="prefix"),
-        "backward.dense_i.bias dropped": scaled("backward.dense_i.bias", 0.0),
-    }
-
-    def tag(self, layer: int, direction: int) -> str:
-        return f"{DIRECTIONS[direction]}."
+class FlaxNNXRNNRunner(FlaxRunner):
+    """``nnx.RNN`` over ``nnx.SimpleCell``, and ``nnx.Bidirectional`` of two of them, called on the sequence."""
 
     @classmethod
     def reads_reversed(cls, config: LayerConfig) -> bool:
@@ -446,32 +574,29 @@ class FlaxNNXRNN(FlaxSimpleCellMapping):
         return forward, arguments, lambda state_gradient: state_gradient
 
 
-# --- gated cells ------------------------------------------------------------------
-#
-# Flax keeps one bias per gate where the framework has one, so the mapping sums:
-#   canonical LSTM gates i f g o: W_x (4H, I), W_h (4H, H), b_x, b_h (4H)
-#   LSTMCell (nnx and linen), one dense per gate and side, kernels (in, out):
-#       ii/if/ig/io.kernel (I, H) = W_x gate^T, no bias;
-#       hi/hf/hg/ho.kernel (H, H) = W_h gate^T, hi/hf/hg/ho.bias (H) = b_x + b_h of the gate
-#       (nnx names the forget dense ``if_``: ``if`` is a keyword)
-#   canonical GRU gates r z n (reset after, as Flax computes):
-#   linen GRUCell: ir/iz/in.kernel (I, H) with biases, hr/hz.kernel (H, H) without, hn.kernel (H, H)
-#       with bias: ir.bias = b_xr + b_hr, iz.bias = b_xz + b_hz, in.bias = b_xn, hn.bias = b_hn
-#   nnx GRUCell: dense_i.kernel (I, 3H) and dense_i.bias (3H) for r z n, dense_h.kernel (H, 3H) and
-#       no hidden bias at all: n = tanh(W_in x + b_in + r * (W_hn h)). There is no slot for b_hn,
-#       which r multiplies: the mapping refuses a non-zero b_hn rather than drop or misplace it.
-LSTM_GATES = ("i", "f", "g", "o")
-# The specs compared (rnn_equivalence.reference.params), given as gate_fn and activation_fn (activation_arguments).
-# Each registered class names them itself: registration sets ("default",) on a gated class that
-# does not, inherited or not.
-LSTM_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu")  # activation_fn is g and h
+# --- the systems: each a runner, a mapping and its test plan ----------------------------------------------
+
+
+class FlaxAdapter(Adapter):
+    """A Flax system: what every one declares."""
+
+    distributions = ("flax", "jax", "optax")
+    requires = ("flax", "jax")
+    autodiff = "jax.vjp"
+    optimizers = {"sgd": "optax.sgd", "adam": "optax.adam"}
+    # Compiled (jax.jit, weights as arguments): a cell's step, once per cell and batch (``_run``), and a
+    # layer's whole run (``_whole_run_key``); the gradients' forward and pullback whole, a cell's steps in
+    # one lax.scan (``gradients_native``); eagerly on one case (set_compiled(False)).
+    compiles = True
+
+
+# The specs compared (rnn_equivalence.reference.params). A SimpleCell takes any function: the defaults, and
+# jax.nn.hard_sigmoid (JAX has no 0.2 one). A gated cell's are given as gate_fn and activation_fn
+# (activation_arguments), and its activation_fn is the LSTM's g and h. Each registered class names them
+# itself: registration sets ("default",) on a gated class that does not, inherited or not.
+SIMPLE_CELL_ACTIVATIONS = Adapter.activations + ("hard_sigmoid_relu6",)
+LSTM_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh,tanh", "sigmoid,relu,relu")
 GRU_ACTIVATIONS = (GATED, "hard_sigmoid_relu6,tanh", "sigmoid,relu")
-
-
-def _lstm_names(forget: str, tag: str = ""):
-    """Input denses ii, if (if_ in nnx), ig, io; hidden denses hi, hf, hg, ho."""
-    return ([f"{tag}i{g}.kernel" for g in ("i", forget, "g", "o")], [f"{tag}h{g}.kernel" for g in LSTM_GATES],
-            [f"{tag}h{g}.bias" for g in LSTM_GATES])
 
 
 def _swap_dense(native: Native, a: str, b: str) -> Native:
@@ -486,77 +611,91 @@ def _swap_dense(native: Native, a: str, b: str) -> Native:
     return out
 
 
-class FlaxLSTMCell(FlaxBase):
-    family = "lstm"
-    state_names = {"h": "carry[1] (h)", "c": "carry[0] (c)"}  # the carry is (c, h)
-    forget_name: str  # "f_" in nnx (the attribute is if_), "f" in linen
+class FlaxNNXSimpleCell(FlaxNNXCellRunner, FlaxNNXSimpleCellMapping, FlaxAdapter):
+    name = "flax-nnx"
+    cell = "flax.nnx.SimpleCell"
+    activations = SIMPLE_CELL_ACTIVATIONS
     mutations = {
-        "gates i and f swapped": lambda n: _swap_dense(n, "ii", "if"),
-        "hidden kernels not transposed": lambda n: {k: (v.T if k.startswith("h") and k.endswith("kernel") else v)
-                                                    for k, v in n.items()},
+        "dense_i.kernel not transposed": transposed("dense_i.kernel"),
+        "dense_h.kernel not transposed": transposed("dense_h.kernel"),
+        "dense_i.kernel and dense_h.kernel swapped": swapped("dense_i.kernel", "dense_h.kernel"),
+        "dense_i.bias dropped": scaled("dense_i.bias", 0.0),
+        "dense_i.bias doubled": scaled("dense_i.bias", 2.0),
     }
 
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
-        I, H = input_size, hidden_size
-        spec = {n: ((I, H), "(in_features, hidden_features)") for n in kernels_i}
-        spec.update({n: ((H, H), "(hidden_features, hidden_features)") for n in kernels_h})
-        spec.update({n: ((H,), "(hidden_features,)") for n in biases})
-        return spec
 
-    def cell_to_native(self, params, tag: str) -> Native:
-        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
-        b = _summed_bias(params)
-        native = {}
-        for k, gate in enumerate(LSTM_GATES):
-            native[kernels_i[k]] = params.gate(params.W_x, gate).T
-            native[kernels_h[k]] = params.gate(params.W_h, gate).T
-            native[biases[k]] = params.gate(b, gate)
-        return native
-
-    def cell_from_native(self, native: Native, tag: str):
-        kernels_i, kernels_h, biases = _lstm_names(self.forget_name, tag)
-        b = np.concatenate([native[n] for n in biases])
-        return self.params(np.vstack([np.asarray(native[n]).T for n in kernels_i]),
-                           np.vstack([np.asarray(native[n]).T for n in kernels_h]), b, np.zeros_like(b))
-
-    def recurrent_kernel(self, config) -> str:
-        return "hi.kernel"  # (H, H)
+class FlaxLinenSimpleCell(FlaxLinenCellRunner, FlaxLinenSimpleCellMapping, FlaxAdapter):
+    name = "flax-linen"
+    cell = "flax.linen.SimpleCell"
+    activations = SIMPLE_CELL_ACTIVATIONS
+    mutations = {
+        "i.kernel not transposed": transposed("i.kernel"),
+        "h.kernel not transposed": transposed("h.kernel"),
+        "i.kernel and h.kernel swapped": swapped("i.kernel", "h.kernel"),
+        "i.bias dropped": scaled("i.bias", 0.0),
+        "i.bias doubled": scaled("i.bias", 2.0),
+    }
 
 
-class FlaxNNXLSTMCell(FlaxLSTMCell):
+class FlaxNNXRNN(FlaxNNXRNNRunner, FlaxNNXRNNMapping, FlaxAdapter):
+    """``nnx.RNN`` over ``nnx.SimpleCell``, and ``nnx.Bidirectional`` of two of them (one layer)."""
+
+    name = "flax-nnx-rnn"
+    cell = "flax.nnx.RNN(SimpleCell)"
+    # Layers are tested for structure (directions, layouts, states); every activation is
+    # already tested on the cell. tanh saturates, relu does not, the hard sigmoid is linear
+    # between two clipped ends.
+    activations = ("tanh", "relu", "hard_sigmoid_relu6")
+    configs = (
+        LayerConfig(1, False, options=(("return_carry", True),)),
+        LayerConfig(1, False, initial_state=False, options=(("time_major", True),)),
+        LayerConfig(1, False, options=(("return_carry", True), ("reverse", True))),
+        LayerConfig(1, False, options=(("return_carry", True), ("reverse", True), ("keep_order", True))),
+        LayerConfig(1, True, options=(("return_carry", True),)),
+    )
+    mutation_config = LayerConfig(1, True, options=(("return_carry", True),))
+    layout_config = LayerConfig(1, True)  # nnx.Bidirectional: both directions' weights
+    # seq_lengths (post-padding only: the reverse direction flips each element within its own
+    # length, flip_sequences); the carry sliced at each length needs return_carry. Chunked: the
+    # carry returned fed back as initial_carry.
+    lengths_name = "seq_lengths"
+    padded_configs = (
+        LayerConfig(1, False, options=(("return_carry", True), ("time_major", True))),
+        LayerConfig(1, True, options=(("return_carry", True),)),
+    )
+    chunked_configs = (LayerConfig(1, False, options=(("return_carry", True),)),)
+    mutations = {
+        "forward.dense_h.kernel not transposed": transposed("forward.dense_h.kernel"),
+        "forward and backward swapped": swapped_names("forward.", "backward.", where="prefix"),
+        "backward.dense_i.bias dropped": scaled("backward.dense_i.bias", 0.0),
+    }
+
+
+LSTM_MUTATIONS = {
+    "gates i and f swapped": lambda n: _swap_dense(n, "ii", "if"),
+    "hidden kernels not transposed": lambda n: {k: (v.T if k.startswith("h") and k.endswith("kernel") else v)
+                                                for k, v in n.items()},
+}
+
+
+class FlaxNNXLSTMCell(FlaxNNXCellRunner, FlaxNNXLSTMMapping, FlaxAdapter):
     name = "flax-nnx-lstm"
     cell = "flax.nnx.LSTMCell"
-    forget_name = "f_"
     activations = LSTM_ACTIVATIONS
-
-    def own_weight_shapes(self, input_size: int, hidden_size: int):
-        return self._nnx_shapes(self.nnx.LSTMCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
-
-    def _step(self, input_size, hidden_size, dtype, g):
-        return self._nnx_step(self.nnx.LSTMCell, input_size, hidden_size, dtype, **self.activation_arguments(g))
+    mutations = LSTM_MUTATIONS
 
 
-class FlaxLinenLSTMCell(FlaxLSTMCell):
+class FlaxLinenLSTMCell(FlaxLinenCellRunner, FlaxLinenLSTMMapping, FlaxAdapter):
     name = "flax-linen-lstm"
     cell = "flax.linen.LSTMCell"
-    forget_name = "f"
     activations = LSTM_ACTIVATIONS
-
-    def own_weight_shapes(self, input_size: int, hidden_size: int):
-        return self._linen_shapes(self.linen.LSTMCell(features=hidden_size), input_size)
-
-    def _step(self, input_size, hidden_size, dtype, g):
-        return self._linen_step(self.linen.LSTMCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
-                                                    **self.activation_arguments(g)))
+    mutations = LSTM_MUTATIONS
 
 
-class FlaxLinenGRUCell(FlaxBase):
+class FlaxLinenGRUCell(FlaxLinenCellRunner, FlaxLinenGRUMapping, FlaxAdapter):
     name = "flax-linen-gru"
     cell = "flax.linen.GRUCell"
-    family, variant = "gru", "reset_after"
     activations = GRU_ACTIVATIONS
-    kept_hidden_biases = ("n",)  # hn.bias holds b_hn, which r multiplies
     mutations = {
         "gates r and z swapped": lambda n: _swap_dense(_swap_dense(n, "ir", "iz"), "hr", "hz"),
         "hn.bias dropped": scaled("hn.bias", 0.0),
@@ -564,88 +703,14 @@ class FlaxLinenGRUCell(FlaxBase):
                                                  "hn.bias": np.zeros_like(n["hn.bias"])},
     }
 
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        I, H = input_size, hidden_size
-        spec = {}
-        for g in "rzn":
-            spec[f"{tag}i{g}.kernel"] = ((I, H), "(in_features, features)")
-            spec[f"{tag}i{g}.bias"] = ((H,), "(features,)")
-        spec.update({f"{tag}h{g}.kernel": ((H, H), "(features, features)") for g in "rzn"})
-        spec[f"{tag}hn.bias"] = ((H,), "(features,)")
-        return spec
 
-    def cell_to_native(self, params, tag: str) -> Native:
-        native = {}
-        for gate in "rzn":
-            native[f"{tag}i{gate}.kernel"] = params.gate(params.W_x, gate).T
-            native[f"{tag}h{gate}.kernel"] = params.gate(params.W_h, gate).T
-        b = _summed_bias(params)
-        zeros = np.zeros(params.hidden_size, params.dtype)
-        native[f"{tag}ir.bias"] = params.gate(b, "r")
-        native[f"{tag}iz.bias"] = params.gate(b, "z")
-        native[f"{tag}in.bias"] = params.gate(params.b_x, "n") if params.has_bias else zeros
-        native[f"{tag}hn.bias"] = params.gate(params.b_h, "n") if params.has_bias else zeros
-        return native
-
-    def cell_from_native(self, native: Native, tag: str):
-        W_x = np.vstack([np.asarray(native[f"{tag}i{g}.kernel"]).T for g in "rzn"])
-        W_h = np.vstack([np.asarray(native[f"{tag}h{g}.kernel"]).T for g in "rzn"])
-        zero = np.zeros_like(native[f"{tag}hn.bias"])
-        b_x = np.concatenate([native[f"{tag}ir.bias"], native[f"{tag}iz.bias"], native[f"{tag}in.bias"]])
-        return self.params(W_x, W_h, b_x, np.concatenate([zero, zero, native[f"{tag}hn.bias"]]))
-
-    def recurrent_kernel(self, config) -> str:
-        return "hn.kernel"  # (H, H)
-
-    def own_weight_shapes(self, input_size: int, hidden_size: int):
-        return self._linen_shapes(self.linen.GRUCell(features=hidden_size), input_size)
-
-    def _step(self, input_size, hidden_size, dtype, g):
-        return self._linen_step(self.linen.GRUCell(features=hidden_size, dtype=dtype, param_dtype=dtype,
-                                                   **self.activation_arguments(g)))
-
-
-class FlaxNNXGRUCell(FlaxBase):
+class FlaxNNXGRUCell(FlaxNNXCellRunner, FlaxNNXGRUMapping, FlaxAdapter):
     name = "flax-nnx-gru"
     cell = "flax.nnx.GRUCell"
-    family, variant = "gru", "reset_after"
     activations = GRU_ACTIVATIONS
-    zero_b_hn = True  # the cell cannot hold b_hn: its cases run with b_hn = 0
-    hidden_axis = 0  # dense_h.kernel is (H, 3H)
     mutations = {
         "gates r and z swapped": lambda n: {**n, **{k: reorder_gates(n[k], (1, 0, 2), axis=-1)
                                                     for k in ("dense_i.kernel", "dense_i.bias", "dense_h.kernel")}},
         "dense_h.kernel transposed blockwise": lambda n: {**n, "dense_h.kernel": np.concatenate(
             [b.T for b in np.split(n["dense_h.kernel"], 3, axis=1)], axis=1)},
     }
-
-    def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
-        I, H = input_size, hidden_size
-        return {f"{tag}dense_i.kernel": ((I, 3 * H), "(in_features, 3*hidden_features)"),
-                f"{tag}dense_i.bias": ((3 * H,), "(3*hidden_features,)"),
-                f"{tag}dense_h.kernel": ((H, 3 * H), "(hidden_features, 3*hidden_features)")}
-
-    def cell_to_native(self, params, tag: str) -> Native:
-        if params.has_bias:
-            b_hn = params.gate(params.b_h, "n")
-            if np.any(b_hn != 0):
-                raise ValueError(
-                    f"{self.cell} has no slot for b_hn (the hidden bias of the n gate, which r multiplies in "
-                    f"n = tanh(W_in x + b_in + r * (W_hn h + b_hn))); expected b_hn = 0, got max |b_hn| = "
-                    f"{np.max(np.abs(b_hn)):.3g}. Moving it into b_in would compute another function.")
-        b = _summed_bias(params)  # r and z: the sum; n: b_in alone, since b_hn is zero
-        return {f"{tag}dense_i.kernel": params.W_x.T, f"{tag}dense_i.bias": b, f"{tag}dense_h.kernel": params.W_h.T}
-
-    def cell_from_native(self, native: Native, tag: str):
-        b = np.asarray(native[f"{tag}dense_i.bias"])
-        return self.params(np.asarray(native[f"{tag}dense_i.kernel"]).T, np.asarray(native[f"{tag}dense_h.kernel"]).T,
-                           b, np.zeros_like(b))
-
-    def recurrent_kernel(self, config) -> str:
-        return "dense_h.kernel"  # (H, 3H): its rows are the hidden size
-
-    def own_weight_shapes(self, input_size: int, hidden_size: int):
-        return self._nnx_shapes(self.nnx.GRUCell(input_size, hidden_size, rngs=self.nnx.Rngs(0)))
-
-    def _step(self, input_size, hidden_size, dtype, g):
-        return self._nnx_step(self.nnx.GRUCell, input_size, hidden_size, dtype, **self.activation_arguments(g))

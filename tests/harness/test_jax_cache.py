@@ -12,7 +12,7 @@ from rnn_equivalence.frameworks import jax_cache
 from rnn_equivalence.frameworks.conversion_cache import OFF_VAR
 
 ROOT = Path(__file__).resolve().parents[2]
-# A process as an adapter starts one (FlaxBase.start: x64, then the cache), then one compile of a new program.
+# A process as an adapter starts one (FlaxRunner.start: x64, then the cache), then one compile of a new program.
 # It prints the directory used, the result, and how many executables JAX read from the cache (its own count).
 PROGRAM = """
 import jax

@@ -58,6 +58,8 @@ def test_the_mapping_writes_and_reads_what_the_system_does(name):
     options = tuple(cls.mutation_options.split("+")) if cls.mutation_options else ()
     stack = StackParams.random(cls.family, 3, 5, config.num_layers, config.bidirectional, seed=11, bias=config.bias,
                                variant=cls.variant, options=options)
+    if cls.zero_b_hn and config.bias:  # a GRU with no slot for b_hn (flax.nnx.GRUCell) holds parameters without it
+        stack = stack.map(lambda cell: cell.replace(b_h=np.where(np.arange(cell.b_h.size) >= 2 * 5, 0.0, cell.b_h)))
     native, system_native = mapping(name).to_native(stack, config), cls().to_native(stack, config)
     assert native.keys() == system_native.keys()
     assert [key for key, value in native.items() if not np.array_equal(value, system_native[key])] == []
