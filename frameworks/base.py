@@ -85,10 +85,9 @@ class Adapter(TestPlan, Mapping):
     """A system: its mapping (``Mapping``), what it is checked on (``TestPlan``), and its runner, here."""
 
     # The framework's mapping, a class of its own that the system's class derives from: the first pure one
-    # (NumPy only, ``rnn_equivalence.frameworks.mapping.is_pure``) in its MRO, found on registration.
-    # ``convert.mapping(name)`` is it, with the system's declared attributes (``mapping_of``): no runner, no plan.
-    # None: a framework whose mapping is still written into its adapter classes (``convert.mapping`` then gives
-    # the adapter, which imports nothing either).
+    # (NumPy only, ``rnn_equivalence.frameworks.mapping.is_pure``) in its MRO, found on registration; a system
+    # without one is refused there. ``convert.mapping(name)`` is it, with the system's declared attributes
+    # (``mapping_of``): no runner, no plan.
     mapping_class: type[Mapping] | None = None
     distributions: tuple[str, ...] = ()  # pip distributions whose versions identify what was run
     # A converted system (``TestPlan.converter``): the distributions besides ``distributions`` that the
@@ -137,6 +136,9 @@ class Adapter(TestPlan, Mapping):
             if cls.family == "rnn" and not cls.layer and cls.configs == (CELL,):
                 cls.configs = (CELL, NO_BIAS)  # every vanilla cell maps a bias-free cell too
             cls.mapping_class = next((base for base in cls.__mro__ if base is not Mapping and is_pure(base)), None)
+            if cls.mapping_class is None:
+                raise TypeError(f"{cls.__qualname__}: a system derives from its framework's mapping, a class that "
+                                f"derives from Mapping alone (see docs/LAYOUT.md, Adding a framework)")
             ADAPTERS[cls.name] = cls
 
     def start(self) -> None:

@@ -81,7 +81,7 @@ def _keras(system, native, stack, config, g):
     I, H = first.W_x.shape[1], first.W_h.shape[1]
     dtype = np.asarray(first.W_x).dtype.name
     options = {"use_bias": config.bias, "return_sequences": True, "dtype": dtype,
-               **(source.activation_arguments(g) or {"activation": ACTIVATIONS.get(g, g)})}
+               **(_system(system).activation_arguments(g) or {"activation": ACTIVATIONS.get(g, g)})}
     if first.family == "gru":
         options["reset_after"] = source.variant == "reset_after"
     layers = []
@@ -135,3 +135,10 @@ def _flax(system, native, stack, g):
         params.setdefault(module, {})[weight] = adapter.jnp.asarray(value)
     cell = getattr(adapter.linen, FLAX_CELLS[system])(features=H, dtype=dtype, param_dtype=dtype, **activations)
     return cell, {"params": params}
+
+
+def _system(name: str):
+    """The system ``name`` (its runner's way of building the framework's object), its framework not started."""
+    from rnn_equivalence.frameworks.systems import adapter_class
+
+    return adapter_class(name)()

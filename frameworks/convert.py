@@ -35,11 +35,9 @@ def system_class(system: str | type[Mapping]) -> type[Mapping]:
 
 
 def mapping(system: str | type[Mapping]) -> Mapping:
-    """The mapping of a system, by name or class: an object with the mapping only (``mapping_of``: no runner, no
-    plan), for a system whose framework's mapping is a class of its own (``Adapter.mapping_class``); the system
-    itself, its framework not imported, for one whose mapping is still written into its adapter classes."""
-    cls = system_class(system)
-    return mapping_of(cls) if getattr(cls, "mapping_class", None) is not None else cls()
+    """The mapping of a system, by name or class: an object with the mapping only (``mapping_of``: its framework's
+    mapping class, ``Adapter.mapping_class``, with what the system declares), no runner, no plan."""
+    return mapping_of(system_class(system))
 
 
 def read(native: Native, system: str | type[Mapping], config: LayerConfig = CELL) -> StackParams:

@@ -23,18 +23,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from rnn_equivalence.frameworks.base import import_framework
-from rnn_equivalence.frameworks.onnx_rnn import OnnxGated, OnnxRNN, _gated_mutations
+from rnn_equivalence.frameworks.onnx_rnn import OnnxGated, OnnxOperator, OnnxRNN, _gated_mutations
 from rnn_equivalence.reference.params import GATED
 
 ENVIRONMENT = "onnx2tf"  # the nox session whose environment holds onnx2tf
 
 
 class Onnx2TfEvaluation:
+    """An evaluation, as ``rnn_equivalence.frameworks.onnx_rnn``'s: the node ``OnnxNodeRunner`` builds, converted by
+    onnx2tf and run in LiteRT's interpreter."""
+
     runtime = "onnx2tf, LiteRT"
-    distributions = ("onnx2tf", "onnx", "ai-edge-litert")
-    requires = ("onnx2tf", "onnx", "ai_edge_litert")
-    dtypes = ("float32",)  # TFLite's float kernels
-    environment = ENVIRONMENT
 
     def start(self):
         super().start()
@@ -61,6 +60,15 @@ class Onnx2TfEvaluation:
         return [results[name] for name in outputs]
 
 
+class Onnx2TfSystem(OnnxOperator):
+    """An onnx2tf system: what every one declares (the ONNX systems' mapping, run after onnx2tf's conversion)."""
+
+    distributions = ("onnx2tf", "onnx", "ai-edge-litert")
+    requires = ("onnx2tf", "onnx", "ai_edge_litert")
+    dtypes = ("float32",)  # TFLite's float kernels
+    environment = ENVIRONMENT
+
+
 # What onnx2tf 2.6.9 does with what the ONNX systems declare (measured: tests/equivalence/test_onnx2tf.py).
 # Refused loudly: its flatbuffer writer's validation ("flatbuffer_direct validation failed") refuses the
 # RNN's Affine and HardSigmoid, layout=1, clip and sequence_lens, and the GRU's every activation but the
@@ -80,7 +88,17 @@ GRU_CLIP = "onnx2tf 2.6.9 refuses a GRU's clip (\"GRU clip is not supported in b
 OPERATORS = {"rnn": "UNIDIRECTIONAL_SEQUENCE_RNN", "lstm": "unrolled", "gru": "unrolled"}
 
 
-class Onnx2TfRNN(Onnx2TfEvaluation, OnnxRNN):
+class Onnx2TfRNNEvaluation(Onnx2TfEvaluation):
+    """The RNN node's run, which refuses an initial state: what onnx2tf makes of one is wrong (RNN_INITIAL_STATE)."""
+
+    def run_native(self, native, xs, state, config, g, padding=None):
+        self.check_call(native, xs, state, config, g)  # a malformed state is named as such first
+        if state is not None:
+            raise ValueError(f"{self.name}: an initial state refused: {RNN_INITIAL_STATE}")
+        return super().run_native(native, xs, state, config, g, padding)
+
+
+class Onnx2TfRNN(Onnx2TfRNNEvaluation, OnnxRNN, Onnx2TfSystem):
     name = "onnx2tf-rnn"
     activations = ("tanh", "relu")
     options = ("",)
@@ -91,12 +109,6 @@ class Onnx2TfRNN(Onnx2TfEvaluation, OnnxRNN):
     mutation_config = replace(OnnxRNN.mutation_config, initial_state=False)
     padded_configs = chunked_configs = ()
 
-    def run_native(self, native, xs, state, config, g, padding=None):
-        self.check_call(native, xs, state, config, g)  # a malformed state is named as such first
-        if state is not None:
-            raise ValueError(f"{self.name}: an initial state refused: {RNN_INITIAL_STATE}")
-        return super().run_native(native, xs, state, config, g, padding)
-
 
 def _onnx2tf_gated(name: str, family: str, variant: str = "") -> type:
     suffix = "-reset-before" if variant == "reset_before" else ""
@@ -105,7 +117,7 @@ def _onnx2tf_gated(name: str, family: str, variant: str = "") -> type:
     qualname = f"Onnx2Tf_{family}{suffix}".replace("-", "_")
     refused = ({"gate_clip": LSTM_FUSED, "peepholes": LSTM_CUSTOM, "coupled_gates": LSTM_CUSTOM} if family == "lstm"
                else {"gate_clip": GRU_CLIP})
-    return type(qualname, (Onnx2TfEvaluation, OnnxGated), {
+    return type(qualname, (Onnx2TfEvaluation, OnnxGated, Onnx2TfSystem), {
         "name": name, "cell": f"ONNX {family.upper()}", "family": family, "variant": variant,
         "options": ("",), "refused_options": refused, "activations": (GATED,),
         "padded_configs": (),  # sequence_lens: refused (GRU) or a custom op LiteRT refuses (LSTM), as the RNN's

@@ -52,6 +52,12 @@ Y_h / Y_c, and starts the reverse direction at each element's own last real step
 onnx/onnx#7935 left it so: "it's not supported anyway"): every element runs all T steps
 (tests/equivalence/test_padded_onnx.py measures it). A chunked run feeds each call's Y_h (and Y_c)
 as the next call's initial_h (initial_c).
+
+Three roles, kept apart as for PyTorch and Keras: the mapping (``OnnxMapping``, NumPy only: what
+``convert.mapping`` returns for every ONNX system), the runners (``OnnxNodeRunner``, ``OnnxGatedRunner``: the
+node's model and outputs; the evaluations ``OnnxRuntimeEvaluation``, ``OpenVinoEvaluation`` and
+``OnnxReferenceEvaluation``: running it), and the systems, each an evaluation, a node runner and the mapping,
+with its test plan, on the base that declares its runtime (``OnnxRuntimeSystem``, ...).
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.frameworks.base import (
-    CELL, Adapter, LayerConfig, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
+    CELL, Adapter, LayerConfig, Mapping, Native, NativeSpec, gates_text, import_framework, reorder_gates, scaled,
     states_with_last_c,
 )
 from rnn_equivalence.reference.params import state_keys
@@ -67,87 +73,25 @@ from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.params import GATED, activation_names
 from rnn_equivalence.reference.stack import StackParams
 
-# Canonical activation names (rnn_equivalence.reference.activations) -> ONNX's name, with its (alpha, beta) where it
-# takes them: identity is the spec's Affine(x) = alpha x + beta with alpha 1, beta 0; the two hard
-# sigmoids are HardSigmoid(x) = clip(alpha x + beta, 0, 1), alpha 0.2 (its default) or 1/6, beta 0.5.
-# The attributes are float32: 0.2 and 1/6 round, which the error model's hard sigmoid allows
-# (reference/tolerance.py). The spec consumes activation_alpha and activation_beta in the order of the
-# activations, skipping those that take none (ONNX Runtime does; onnx.reference's RNN indexes them
-# by direction, the same lists here, since each direction has one activation that takes both).
-ONNX_ACTIVATION = {"tanh": ("Tanh",), "relu": ("Relu",), "sigmoid": ("Sigmoid",), "identity": ("Affine", 1.0, 0.0),
-                   "hard_sigmoid_0.2": ("HardSigmoid", 0.2, 0.5),
-                   "hard_sigmoid_relu6": ("HardSigmoid", 1.0 / 6.0, 0.5)}
-OPSET = 22
-IR_VERSION = 10  # what opset 22 needs; ONNX Runtime 1.31 reads at most IR 13
+
+# --- the mapping, NumPy only: one node, its directions stacked ----------------------
+
 ONNX_ORDER = {"rnn": (0,), "lstm": (0, 3, 1, 2), "gru": (1, 0, 2)}  # ONNX's gates as canonical indices
 PEEPHOLE_ORDER = (0, 2, 1)  # ONNX's P blocks i, o, f as canonical indices (canonical i, f, o)
 # Canonical option -> the native name that holds it (P an input, the others attributes).
 ONNX_OPTIONS = {"peepholes": "P", "gate_clip": "clip", "coupled_gates": "input_forget"}
 
 
-def onnx_activations(family: str, g: str, directions: int, order=None) -> dict:
-    """The node's ``activations`` (and ``activation_alpha``, ``activation_beta`` where one takes them)
-    for the canonical spec ``g``: a vanilla cell's name, or a gated cell's "default" / "f,g,h" / "f,g",
-    the order ONNX lists them in, repeated per direction. ``order``: a permutation of that list (the
-    mutation "activations in the wrong order")."""
-    names = activation_names(family, g)
-    entries = [ONNX_ACTIVATION[name] for name in (names if order is None else [names[k] for k in order])]
-    attributes = {"activations": [entry[0] for entry in entries] * directions}
-    if any(len(entry) > 1 for entry in entries):
-        attributes["activation_alpha"] = [entry[1] for entry in entries if len(entry) > 1] * directions
-        attributes["activation_beta"] = [entry[2] for entry in entries if len(entry) > 1] * directions
-    return attributes
-
-
-class ActivationsReordered(dict):
-    """Native weights whose node lists its activations in another order (``order``): the mutation
-    "activations in the wrong order", carried with the weights since ONNX keeps the list on the node."""
-
-    def __init__(self, native, order):
-        super().__init__(native)
-        self.order = order
-
-
-class OnnxOperator(Adapter):
-    """The mapping above, and the model of one ``RNN``/``LSTM``/``GRU`` node."""
+class OnnxMapping(Mapping):
+    """The mapping above: the inputs ``W``, ``R``, ``B`` (and ``P``) of one ``RNN``/``LSTM``/``GRU`` node, one
+    layer, its directions stacked on axis 0, and its attributes ``clip`` and ``input_forget`` as 0-d arrays."""
 
     kept_hidden_biases = ("h", "i", "f", "g", "o", "r", "z", "n")  # every gate: B = [Wb, Rb]
     state_names = {"h": "initial_h", "c": "initial_c"}
-    runtime: str
-    # Padded batches: sequence_lens, post-padding only (the operator reads each element's first
-    # steps), one and two directions, from a given initial state. The reverse direction is checked in
-    # tests/equivalence/test_padded_onnx.py: a system that reads reversed is compared on a reversed
-    # batch, whose padding is then in front. Chunked: no initial state in the first call.
-    padded_configs = (LayerConfig(1, False, options=(("direction", "forward"),)),
-                      LayerConfig(1, True, options=(("direction", "bidirectional"),)))
-    chunked_configs = (LayerConfig(1, False, initial_state=False, options=(("direction", "forward"),)),)
-    lengths_name = "sequence_lens"
-
-    def start(self):
-        self.onnx = import_framework("onnx", self.name)
-        self.helper = import_framework("onnx.helper", self.name)
-
-    def describe(self) -> str:
-        extra = f", linear_before_reset={self.linear_before_reset}" if self.family == "gru" else ""
-        return f"ONNX {self.family.upper()} operator (opset {OPSET}{extra}) in {self.runtime}"
-
-    @property
-    def linear_before_reset(self) -> int:
-        return 1 if self.variant == "reset_after" else 0
 
     def recurrent_kernel(self, config: LayerConfig) -> str:
         return "R"
 
-    def layerwise(self, config: LayerConfig) -> bool:
-        """True where the outputs are the node's own (Y, Y_h, Y_c): the RNN layer, and a gated
-        operator in a configuration that names a direction."""
-        return self.layer or config.option("direction") is not None
-
-    @classmethod
-    def reads_reversed(cls, config: LayerConfig) -> bool:
-        return config.option("direction") == "reverse"
-
-    # --- the mapping: one layer, its directions stacked ---------------------------
     def native_spec(self, config: LayerConfig, input_size: int, hidden_size: int, options: tuple[str, ...] = (),
                     output_size: int | None = None) -> NativeSpec:
         D, G, I, H = config.num_directions, len(ONNX_ORDER[self.family]), input_size, hidden_size
@@ -200,7 +144,65 @@ class OnnxOperator(Adapter):
                                      ).replace(peepholes=peepholes, **options))
         return StackParams([cells])
 
-    # --- running ------------------------------------------------------------------
+
+# --- the runners: the node's model, and the runtimes that evaluate it ---------------
+
+# Canonical activation names (rnn_equivalence.reference.activations) -> ONNX's name, with its (alpha, beta) where it
+# takes them: identity is the spec's Affine(x) = alpha x + beta with alpha 1, beta 0; the two hard
+# sigmoids are HardSigmoid(x) = clip(alpha x + beta, 0, 1), alpha 0.2 (its default) or 1/6, beta 0.5.
+# The attributes are float32: 0.2 and 1/6 round, which the error model's hard sigmoid allows
+# (reference/tolerance.py). The spec consumes activation_alpha and activation_beta in the order of the
+# activations, skipping those that take none (ONNX Runtime does; onnx.reference's RNN indexes them
+# by direction, the same lists here, since each direction has one activation that takes both).
+ONNX_ACTIVATION = {"tanh": ("Tanh",), "relu": ("Relu",), "sigmoid": ("Sigmoid",), "identity": ("Affine", 1.0, 0.0),
+                   "hard_sigmoid_0.2": ("HardSigmoid", 0.2, 0.5),
+                   "hard_sigmoid_relu6": ("HardSigmoid", 1.0 / 6.0, 0.5)}
+OPSET = 22
+IR_VERSION = 10  # what opset 22 needs; ONNX Runtime 1.31 reads at most IR 13
+
+
+def onnx_activations(family: str, g: str, directions: int, order=None) -> dict:
+    """The node's ``activations`` (and ``activation_alpha``, ``activation_beta`` where one takes them)
+    for the canonical spec ``g``: a vanilla cell's name, or a gated cell's "default" / "f,g,h" / "f,g",
+    the order ONNX lists them in, repeated per direction. ``order``: a permutation of that list (the
+    mutation "activations in the wrong order")."""
+    names = activation_names(family, g)
+    entries = [ONNX_ACTIVATION[name] for name in (names if order is None else [names[k] for k in order])]
+    attributes = {"activations": [entry[0] for entry in entries] * directions}
+    if any(len(entry) > 1 for entry in entries):
+        attributes["activation_alpha"] = [entry[1] for entry in entries if len(entry) > 1] * directions
+        attributes["activation_beta"] = [entry[2] for entry in entries if len(entry) > 1] * directions
+    return attributes
+
+
+class OnnxNodeRunner:
+    """Running an ONNX system (the ``Runner`` methods), with the checks of ``Adapter`` it is mixed with: the
+    model of one node, its weights as initializers, evaluated by the system's runtime (``evaluate``, an
+    evaluation class below), its outputs as the node returns them."""
+
+    runtime: str  # the evaluation's name of the runtime
+
+    def start(self):
+        self.onnx = import_framework("onnx", self.name)
+        self.helper = import_framework("onnx.helper", self.name)
+
+    def describe(self) -> str:
+        extra = f", linear_before_reset={self.linear_before_reset}" if self.family == "gru" else ""
+        return f"ONNX {self.family.upper()} operator (opset {OPSET}{extra}) in {self.runtime}"
+
+    @property
+    def linear_before_reset(self) -> int:
+        return 1 if self.variant == "reset_after" else 0
+
+    def layerwise(self, config: LayerConfig) -> bool:
+        """True where the outputs are the node's own (Y, Y_h, Y_c): the RNN layer, and a gated
+        operator in a configuration that names a direction."""
+        return self.layer or config.option("direction") is not None
+
+    @classmethod
+    def reads_reversed(cls, config: LayerConfig) -> bool:
+        return config.option("direction") == "reverse"
+
     def direction(self, config: LayerConfig) -> str:
         return config.option("direction") or ("bidirectional" if config.bidirectional else "forward")
 
@@ -287,11 +289,28 @@ class OnnxOperator(Adapter):
                 for key, value in state.items()}
 
 
+class OnnxGatedRunner(OnnxNodeRunner):
+    """One forward ONNX LSTM or GRU node over the sequence: {"h": (T, batch, H)}, and for an
+    LSTM the final c, {"c_last": (batch, H)} (the operator returns only Y_c). In a configuration
+    that names a direction (padded and chunked runs), the node's own Y, Y_h and Y_c."""
+
+    def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
+        if self.layerwise(config):
+            return super().arrange(result, config)
+        return states_with_last_c(result, self.family)
+
+    def outputs(self, results: dict, config: LayerConfig) -> dict:
+        if self.layerwise(config):
+            return super().outputs(results, config)
+        out = {"h": results["Y"][:, 0]}
+        if self.family == "lstm":
+            out["c_last"] = results["Y_c"][0]
+        return out
+
+
+# The evaluations: each runs the node's model in one runtime (its start, after the node runner's, imports it).
 class OnnxRuntimeEvaluation:
     runtime = "ONNX Runtime"
-    distributions = ("onnx", "onnxruntime")
-    requires = ("onnx", "onnxruntime")
-    dtypes = ("float32",)  # ONNX Runtime's CPU RNN, LSTM and GRU kernels are registered for float only
 
     def start(self):
         super().start()
@@ -304,13 +323,6 @@ class OnnxRuntimeEvaluation:
 
 class OnnxReferenceEvaluation:
     runtime = "onnx.reference"
-    distributions = ("onnx",)
-    requires = ("onnx",)
-    # It ignores sequence_lens, and accepts clip, input_forget and the gated cells' activations and computes
-    # without them (onnx 1.23.2, onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "clip=None,  # noqa:
-    # ARG002", ...; its gated f, g, h are fixed methods: sigmoid, tanh, tanh, which is why its gated systems
-    # have the default activations only): rows of rnn_equivalence.harness.known_issues, measured in
-    # tests/equivalence/test_padded_onnx.py and test_options_onnx.py.
 
     def start(self):
         super().start()
@@ -328,12 +340,7 @@ class OpenVinoEvaluation:
     tests/equivalence/test_openvino.py compares the default run with the forced one."""
 
     runtime = "OpenVINO"
-    distributions = ("onnx", "openvino")
-    requires = ("onnx", "openvino")
-    dtypes = ("float32",)  # OpenVINO's CPU plugin computes in float32 at most (an f64 model is converted)
-    precision_hint = "f32"
-    runs_with = ("OpenVINO compiles the model with INFERENCE_PRECISION_HINT=f32: at its default, on a CPU with bf16 "
-                 "or f16 arithmetic, it computes in that precision (a proved difference where measured)")
+    precision_hint = "f32"  # what the systems run with: OpenVinoSystem.runs_with says so
 
     def start(self):
         super().start()
@@ -358,6 +365,52 @@ class OpenVinoEvaluation:
         return [results[compiled.output(name)] for name in outputs]
 
 
+# --- the systems: each an evaluation, a node runner, the mapping and its test plan ---
+
+
+class OnnxOperator(Adapter):
+    """An ONNX system: the padded and chunked runs of every one's plan."""
+
+    # Padded batches: sequence_lens, post-padding only (the operator reads each element's first
+    # steps), one and two directions, from a given initial state. The reverse direction is checked in
+    # tests/equivalence/test_padded_onnx.py: a system that reads reversed is compared on a reversed
+    # batch, whose padding is then in front. Chunked: no initial state in the first call.
+    padded_configs = (LayerConfig(1, False, options=(("direction", "forward"),)),
+                      LayerConfig(1, True, options=(("direction", "bidirectional"),)))
+    chunked_configs = (LayerConfig(1, False, initial_state=False, options=(("direction", "forward"),)),)
+    lengths_name = "sequence_lens"
+
+
+class OnnxRuntimeSystem(OnnxOperator):
+    """A system run by ONNX Runtime (``OnnxRuntimeEvaluation``)."""
+
+    distributions = ("onnx", "onnxruntime")
+    requires = ("onnx", "onnxruntime")
+    dtypes = ("float32",)  # ONNX Runtime's CPU RNN, LSTM and GRU kernels are registered for float only
+
+
+class OnnxReferenceSystem(OnnxOperator):
+    """A system run by the ``onnx.reference`` evaluator (``OnnxReferenceEvaluation``)."""
+
+    distributions = ("onnx",)
+    requires = ("onnx",)
+    # It ignores sequence_lens, and accepts clip, input_forget and the gated cells' activations and computes
+    # without them (onnx 1.23.2, onnx/reference/ops/op_rnn.py, op_lstm.py, op_gru.py: "clip=None,  # noqa:
+    # ARG002", ...; its gated f, g, h are fixed methods: sigmoid, tanh, tanh, which is why its gated systems
+    # have the default activations only): rows of rnn_equivalence.harness.known_issues, measured in
+    # tests/equivalence/test_padded_onnx.py and test_options_onnx.py.
+
+
+class OpenVinoSystem(OnnxOperator):
+    """A system run by OpenVINO (``OpenVinoEvaluation``), float32 forced."""
+
+    distributions = ("onnx", "openvino")
+    requires = ("onnx", "openvino")
+    dtypes = ("float32",)  # OpenVINO's CPU plugin computes in float32 at most (an f64 model is converted)
+    runs_with = ("OpenVINO compiles the model with INFERENCE_PRECISION_HINT=f32: at its default, on a CPU with bf16 "
+                 "or f16 arithmetic, it computes in that precision (a proved difference where measured)")
+
+
 # --- the RNN operator, a layer ------------------------------------------------------
 
 
@@ -365,7 +418,9 @@ def _swap_directions(native: Native) -> Native:
     return {name: value[::-1].copy() for name, value in native.items()}
 
 
-class OnnxRNN(OnnxOperator):
+class OnnxRNN(OnnxNodeRunner, OnnxMapping, OnnxOperator):
+    """The RNN operator's plan; each system below adds its evaluation and its runtime's declarations."""
+
     cell = "ONNX RNN operator"
     family = "rnn"
     layer = True
@@ -389,14 +444,14 @@ class OnnxRNN(OnnxOperator):
     }
 
 
-class OnnxRuntimeRNN(OnnxRuntimeEvaluation, OnnxRNN):
+class OnnxRuntimeRNN(OnnxRuntimeEvaluation, OnnxRNN, OnnxRuntimeSystem):
     name = "onnx-ort"
     # Its CPU kernel refuses layout=1 ("Batchwise recurrent operations (layout == 1) are not
     # supported", rnn.h); tests/equivalence/test_limitations.py keeps that refusal checked.
     configs = tuple(c for c in OnnxRNN.configs if c.option("layout") == 0)
 
 
-class OpenVinoRNN(OpenVinoEvaluation, OnnxRNN):
+class OpenVinoRNN(OpenVinoEvaluation, OnnxRNN, OpenVinoSystem):
     name = "onnx-openvino"
     # Affine and HardSigmoid are refused (its RNN cell takes tanh, sigmoid and relu); layout=1 is read as
     # layout=0, silently (openvinotoolkit/openvino#37820): tests/equivalence/test_openvino.py keeps both checked.
@@ -404,7 +459,7 @@ class OpenVinoRNN(OpenVinoEvaluation, OnnxRNN):
     configs = tuple(c for c in OnnxRNN.configs if c.option("layout") == 0)
 
 
-class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN):
+class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN, OnnxReferenceSystem):
     name = "onnx-reference"
     # onnx/reference/ops/op_rnn.py implements only the Tanh and Affine activations (HardSigmoid
     # refused too: tests/equivalence/test_options_onnx.py).
@@ -414,23 +469,18 @@ class OnnxReferenceRNN(OnnxReferenceEvaluation, OnnxRNN):
 # --- the LSTM and GRU operators, cells ----------------------------------------------
 
 
-class OnnxGated(OnnxOperator):
-    """One forward ONNX LSTM or GRU node over the sequence: {"h": (T, batch, H)}, and for an
-    LSTM the final c, {"c_last": (batch, H)} (the operator returns only Y_c). In a configuration
-    that names a direction (padded and chunked runs), the node's own Y, Y_h and Y_c."""
+class OnnxGated(OnnxGatedRunner, OnnxMapping, OnnxOperator):
+    """The LSTM and GRU operators' systems: each row below adds its evaluation, its runtime's declarations and
+    its plan (``_onnx_gated``)."""
 
-    def arrange(self, result: dict, config: LayerConfig) -> dict[str, np.ndarray]:
-        if self.layerwise(config):
-            return super().arrange(result, config)
-        return states_with_last_c(result, self.family)
 
-    def outputs(self, results: dict, config: LayerConfig) -> dict:
-        if self.layerwise(config):
-            return super().outputs(results, config)
-        out = {"h": results["Y"][:, 0]}
-        if self.family == "lstm":
-            out["c_last"] = results["Y_c"][0]
-        return out
+class ActivationsReordered(dict):
+    """Native weights whose node lists its activations in another order (``order``): the mutation
+    "activations in the wrong order", carried with the weights since ONNX keeps the list on the node."""
+
+    def __init__(self, native, order):
+        super().__init__(native)
+        self.order = order
 
 
 def _gated_mutations(family: str, honours_activations: bool, peepholes: bool) -> dict:
@@ -489,10 +539,13 @@ OPENVINO_LSTM_DROPS = {
                  "Runtime's does (measured: tests/equivalence/test_openvino.py)",
 }
 
+# Each evaluation's label in its systems' names, and the base declaring its runtime (distributions, dtypes).
+RUNTIMES = {OnnxRuntimeEvaluation: ("ort", OnnxRuntimeSystem), OpenVinoEvaluation: ("openvino", OpenVinoSystem),
+            OnnxReferenceEvaluation: ("reference", OnnxReferenceSystem)}
+
 
 def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
-    label = {OnnxRuntimeEvaluation: "ort", OnnxReferenceEvaluation: "reference",
-             OpenVinoEvaluation: "openvino"}[evaluation]
+    label, declared = RUNTIMES[evaluation]
     openvino = evaluation is OpenVinoEvaluation
     suffix = "-reset-before" if variant == "reset_before" else ""
     if name != f"onnx-{label}-{family}{suffix}":  # a typo in the table cannot register a misnamed system
@@ -503,7 +556,7 @@ def _onnx_gated(name: str, evaluation, family: str, variant: str = "") -> type:
                else GATED_OPTIONS[family])
     refused = (OPENVINO_LSTM_DROPS if family == "lstm" and openvino
                else {"gate_clip": ORT_LSTM_CLIP} if family == "lstm" and ort else {})
-    return type(qualname, (evaluation, OnnxGated), {
+    return type(qualname, (evaluation, OnnxGated, declared), {
         "name": name, "cell": f"ONNX {family.upper()}", "family": family,
         "variant": variant, "options": options, "mutation_options": "peepholes" if "peepholes" in options else "",
         "refused_options": refused,

@@ -28,8 +28,17 @@ INTERFACE = sorted(name for name, value in vars(Mapping).items()
 PLAN = sorted(name for name in vars(TestPlan) if not name.startswith("_"))
 
 
-def test_the_pytorch_systems_have_mappings_of_their_own():
-    assert {"torch", "torch-lstm", "torch-gru", "torch-rnn", "torch-lstm-rnn", "torch-gru-rnn"} <= set(SPLIT)
+def test_every_system_has_a_mapping_of_its_own():
+    assert SPLIT == sorted(ADAPTERS)
+
+
+def test_a_system_without_a_pure_mapping_is_refused():
+    from rnn_equivalence.frameworks.base import Adapter
+
+    with pytest.raises(TypeError, match="derives from Mapping alone"):
+        type("MixedRNNCell", (Adapter,), {"name": "mixed-rnn-cell-for-this-test", "family": "rnn",
+                                          "cell_spec": lambda self, *args: {}})
+    assert "mixed-rnn-cell-for-this-test" not in ADAPTERS
 
 
 @pytest.mark.parametrize("name", SPLIT)
