@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DEPTHS = ("quick", "default", "full")
-
 
 class CompareRefused(ValueError):
     """The two names do not make a question the suite answers (unknown, or of different families), or a
