@@ -10,7 +10,6 @@ Each snippet costs well under a second once its frameworks are imported (their i
 import importlib
 import os
 import re
-import sys
 
 import pytest
 
@@ -18,7 +17,7 @@ from docgen.answers import PAGE
 from docgen.questions import QUESTIONS
 from rnn_equivalence.harness.selection import is_ci
 
-SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split", "mlx": "mlx"}
+SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split"}
 WITH_SNIPPETS = [q for q in QUESTIONS if q.snippet]
 
 
@@ -36,9 +35,7 @@ def require_modules(require_system, modules):
 def test_every_snippet_declares_what_it_imports():
     assert WITH_SNIPPETS
     for question in WITH_SNIPPETS:
-        # The frameworks it imports; numpy and Python's own modules (io) need no declaring.
-        imported = set(re.findall(r"^(?:import|from) (\w+)", question.snippet, re.M)) - {"numpy",
-                                                                                         *sys.stdlib_module_names}
+        imported = set(re.findall(r"^(?:import|from) (\w+)", question.snippet, re.M)) - {"numpy"}
         assert imported == set(question.snippet_needs), (question.anchor, imported)
 
 
