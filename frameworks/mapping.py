@@ -25,6 +25,7 @@ declared as class attributes; ``convert`` refuses, by name, what the target cann
 
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 
@@ -254,17 +255,16 @@ def is_pure(mapping_class: type) -> bool:
                                                       for base in mapping_class.__mro__)
 
 
-_MAPPINGS: dict[type, type] = {}
-
-
 def mapping_of(system: type) -> Mapping:
     """A system's mapping as an object of its own: its framework's mapping class (``system.mapping_class``, NumPy
     only) with what the system declares of it (``Mapping.DECLARED``). The system's class derives from that
     mapping class, so the system runs the very mapping this object is; it has no runner and no plan."""
-    if system not in _MAPPINGS:
-        declared = {name: getattr(system, name) for name in Mapping.DECLARED}
-        _MAPPINGS[system] = type(f"{system.__name__}Mapping", (system.mapping_class,),
-                                 {**declared, "__module__": system.__module__,
-                                  "__qualname__": f"{system.__qualname__}Mapping",
-                                  "__doc__": f"The mapping of {system.name}: {system.mapping_class.__qualname__}."})
-    return _MAPPINGS[system]()
+    return _mapping_class(system)()
+
+
+@functools.cache
+def _mapping_class(system: type) -> type:
+    declared = {name: getattr(system, name) for name in Mapping.DECLARED}
+    return type(f"{system.__name__}Mapping", (system.mapping_class,),
+                {**declared, "__module__": system.__module__, "__qualname__": f"{system.__qualname__}Mapping",
+                 "__doc__": f"The mapping of {system.name}: {system.mapping_class.__qualname__}."})
