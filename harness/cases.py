@@ -248,10 +248,9 @@ def by_structure(cases: list[Case], adapter, depth: str, seed: int) -> list[Case
 
 
 def converted_once_each(adapter, depth: str, runs: list) -> list:
-    """Of the wrong runs of one kind that each need a conversion of their own (a wrong mapping of the
-    weights, an option dropped, activations exchanged), the first, for a converted system short of full
-    depth: it shows that the converted model carries what it is given; the others re-test the source
-    system's mapping, which the source's own tests run. Every one otherwise."""
+    """Of the wrong mappings of the weights, which each need a conversion of their own, the first, for a
+    converted system short of full depth: it shows that the converted model carries what it is given; the
+    others re-test the source system's mapping, which the source's own tests run. Every one otherwise."""
     return runs[:1] if converts_once_per_structure(adapter, depth) else runs
 
 
@@ -395,9 +394,10 @@ def options_to_get_wrong(adapter) -> list[tuple[str, str]]:
 def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     """One case per non-default activation and per options set a system has (each other factor at its
     first level), where each is gotten wrong (tests/equivalence/test_mutations.py): quick, the first of
-    them; default, all (a converted system: the first, ``converted_once_each``); full, all in both shapes."""
+    them; default, all; full, all in both shapes (a converted system runs them at full depth only:
+    tests/equivalence/test_mutations.py)."""
     rows = options_to_get_wrong(adapter)
-    rows = rows[:1] if depth == "quick" else converted_once_each(adapter, depth, rows)
+    rows = rows[:1] if depth == "quick" else rows
     shapes = SHAPES if depth == "full" else SHAPES[1:]
     return in_turn([case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config,
                             activation=g, options=o)

@@ -48,6 +48,16 @@ class Request:
     excluded: bool = False
 
 
+def predicate_at(marker, depth: str) -> Callable | None:
+    """A test's ``applies_to`` predicate at ``depth``: its ``short_of_full`` one short of full depth where it
+    has one (a test that re-checks, system after system, what one system per converter shows:
+    rnn_equivalence.harness.depth), its own otherwise; None without the marker (every system)."""
+    if marker is None:
+        return None
+    short = marker.kwargs.get("short_of_full")
+    return short if short is not None and depth != "full" else marker.args[0]
+
+
 def applicable(predicate: Callable | None, names, test: str) -> list[type]:
     """The selected adapter classes (``names``) ``predicate`` (a test's ``applies_to``) admits. A predicate
     that admits no system at all, selected or not (a renamed system, a removed attribute), is an error:

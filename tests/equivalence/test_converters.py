@@ -122,12 +122,15 @@ def test_tflite_keras2_conversion_is_from_keras_models(adapter):
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
 
 
-@pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls))
+@pytest.mark.applies_to(lambda cls: is_tf2onnx(cls) or is_tflite(cls),
+                        short_of_full=lambda cls: (is_tf2onnx(cls) or is_tflite(cls)) and cls.family == "lstm")
 def test_a_model_converted_again_holds_the_new_weights(adapter):
     """The Keras converters build one model per structure and assign each run's weights to its variables before
     converting (``rnn_equivalence.frameworks.keras_model``): two cases of one structure, run in turn (and the
     first again), each match their own reference, which the first's weights converted again would not. The
-    comparison is the reference test's, its record left out of the report (not a design case)."""
+    comparison is the reference test's, its record left out of the report (not a design case). Short of full
+    depth, on the LSTM of each converter and Keras (3 systems, two conversions each): the assignment is
+    ``keras_model``'s, one code path for every layer (rnn_equivalence.harness.depth)."""
     from tests.equivalence.test_reference import check_reference
 
     first = case_of(adapter, 5, 4, 2, 3, 997, adapter.configs[0])

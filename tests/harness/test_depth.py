@@ -8,7 +8,7 @@ import pytest
 
 from rnn_equivalence.frameworks import ADAPTERS
 from rnn_equivalence.harness.cases import (STRUCTURE_FACTORS, cases_for, chunked_cases, factors, mutations_for,
-                                           option_cases, padded_cases, structure_seed)
+                                           padded_cases, structure_seed)
 from rnn_equivalence.harness.depth import design, uncovered_pairs
 from tests.harness.test_pytest_run import run_pytest
 
@@ -115,12 +115,42 @@ def test_a_converted_system_converts_once_per_structure_by_default(name):
     assert len(full) == math.prod(map(len, factors(cls, "full").values())) and len({c.seed for c in full}) == len(full)
 
 
+def _systems_at(test, depth):
+    """The systems a test of tests/equivalence generates for, at ``depth`` (its ``applies_to`` marker)."""
+    from rnn_equivalence.harness.parametrize import predicate_at
+
+    (marker,) = [m for m in test.pytestmark if m.name == "applies_to"]
+    predicate = predicate_at(marker, depth)
+    return {name for name, cls in ADAPTERS.items() if predicate(cls)}
+
+
 @pytest.mark.parametrize("name", CONVERTED)
-def test_a_converted_system_runs_one_wrong_mapping_of_each_kind_by_default(name):
+def test_a_converted_system_runs_one_wrong_mapping_by_default(name):
+    """One wrong mapping of the weights (a conversion each) short of full depth, every one at full; an option
+    dropped and activations exchanged (made in the source Keras layer) on the source systems only short of
+    full depth, on the converted ones too at full depth."""
+    from tests.equivalence.test_mutations import (
+        test_activation_arguments_exchanged_are_detected, test_options_dropped_or_confused_are_detected,
+    )
+
     cls = ADAPTERS[name]
     assert (mutations_for(cls, "default") == list(cls.mutations)[:1]
             and mutations_for(cls, "full") == list(cls.mutations))
-    assert len(option_cases(cls, "default")) <= 1
+    for test in (test_options_dropped_or_confused_are_detected, test_activation_arguments_exchanged_are_detected):
+        assert name not in _systems_at(test, "default") and name not in _systems_at(test, "quick")
+        full, default = _systems_at(test, "full"), _systems_at(test, "default")
+        assert default == {n for n in full if not ADAPTERS[n].converter} and default
+    assert {n for n in CONVERTED if n in _systems_at(test_options_dropped_or_confused_are_detected, "full")}
+
+
+def test_a_model_converted_again_is_checked_on_each_converters_lstm_by_default():
+    """Short of full depth the test runs on one LSTM per converter and Keras; at full depth on every Keras
+    converted system."""
+    from tests.equivalence.test_converters import test_a_model_converted_again_holds_the_new_weights as test
+
+    assert _systems_at(test, "default") == {"tflite-keras2-lstm-rnn", "tflite-keras-tf-lstm-rnn",
+                                            "tf2onnx-keras2-lstm-rnn"}
+    assert len(_systems_at(test, "full")) == 12
 
 
 @pytest.mark.parametrize("name", CONVERTED)
