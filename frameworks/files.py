@@ -11,6 +11,12 @@ Formats read (by suffix):
 - ``.pt``, ``.pth``, ``.bin``: a PyTorch state_dict saved with ``torch.save``, loaded with
   ``torch.load(weights_only=True)``, PyTorch's own loader for untrusted files, which refuses any
   object but tensors and plain containers (a ``{"state_dict": ...}`` checkpoint is unwrapped);
+- the same suffixes holding a TorchScript archive (``torch.jit.save`` of a scripted or traced module, which
+  ``weights_only`` refuses: it has ``code/`` and ``constants.pkl``): its tensors by their module paths
+  (``rnn.weight_ih_l0``), read without torch: its ``data.pkl`` unpickled by ``_DataUnpickler`` with the
+  archive's own ``__torch__`` classes as inert attribute holders and each tensor rebuilt in NumPy from
+  ``data/<key>`` (dtype, offset, size, stride); its code is never read, ``torch.jit.load`` (which runs it)
+  never called;
 - ``.npz``: NumPy arrays by name, ``allow_pickle=False``;
 - ``.weights.h5`` (Keras 3), ``.h5`` (Keras 2 / tf_keras ``save_weights``), read with h5py (arrays only),
   and ``.keras`` (Keras 3's zip: its ``model.weights.h5``, read from memory; its config is not read);
@@ -19,7 +25,12 @@ Formats read (by suffix):
 - a TF1 checkpoint (``model.ckpt.index``, or the prefix ``model.ckpt``): its variables, read with
   ``tf.train.load_checkpoint`` (tensors only; the graph's ``.meta`` is not read);
 - ``.msgpack``: Flax's ``flax.serialization.to_bytes`` of a variables dict (linen) or of an nnx state's
-  pure dict, read with ``flax.serialization.msgpack_restore`` (msgpack: data only), paths joined by "/".
+  pure dict, read with ``flax.serialization.msgpack_restore`` (msgpack: data only), paths joined by "/";
+- ``.pdparams``: PaddlePaddle's ``paddle.save(layer.state_dict(), path)``, a pickle of NumPy arrays (protocol
+  2 to 4), unpickled by ``_DataUnpickler`` admitting NumPy's array globals only, as this module's own functions.
+
+A pickle is never given to ``pickle.load``: any global but the few a format needs (``_DataUnpickler``'s
+table) is refused by name before anything is called, so a payload (``os.system``, ``builtins.eval``) never runs.
 
 A recurrent module is found by PyTorch's own parameter names (``nn.RNN``/``nn.LSTM``/``nn.GRU``:
 ``weight_ih_l{k}[_reverse]``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, ``weight_hr_l{k}``;
@@ -34,13 +45,20 @@ op_type. TF1 cells by their variable scope (``basic_rnn_cell``, ``basic_lstm_cel
 ``gru_cell``; ``rnn/multi_rnn_cell/cell_0/...``, ``bidirectional_rnn/fw/...`` each a cell), read with
 the TF1 mapping, ``forget_bias`` 1.0 (the cells' default, which the checkpoint does not record) folded
 out. Flax cells by the names under one path (linen's ``ii``, ``if``, ... ``hi.bias``; nnx's ``dense_i``,
-``if_``, ...: exactly one Flax system's). Every other weight (an embedding, a dense head, an optimizer's
-slots) is listed as skipped.
+``if_``, ...: exactly one Flax system's). Paddle's ``nn.SimpleRNN``/``nn.LSTM``/``nn.GRU`` have PyTorch's names
+and gate order, and bias layout (tests/cli/test_paddle_files.py: Paddle's own outputs reproduced by the
+reference within the bound), so the PyTorch mapping reads them; each layer's cells are in the file again
+(``0.cell.weight_ih``, ``0.cell_fw.``/``0.cell_bw.`` where bidirectional): those copies are checked equal to the
+layer's weights and listed as copies, not read as modules of their own (one that differs is refused, as is a
+projection, ``proj_size``, whose ``weight_ho`` Paddle keeps in the cells only). Every
+other weight (an embedding, a dense head, an optimizer's slots) is listed as skipped.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -65,7 +83,8 @@ MAX_ELEMENTS = 2**31
 MAX_FILE_BYTES = int(float(os.environ.get("RNN_EQ_MAX_FILE_GIB", "4")) * 2**30)
 
 READERS = {".safetensors": "safetensors", ".pt": "torch", ".pth": "torch", ".bin": "torch", ".npz": "numpy",
-           ".h5": "h5", ".keras": "keras", ".onnx": "onnx", ".index": "tf_checkpoint", ".msgpack": "flax"}
+           ".h5": "h5", ".keras": "keras", ".onnx": "onnx", ".index": "tf_checkpoint", ".msgpack": "flax",
+           ".pdparams": "paddle"}
 PYTORCH_FAMILIES = {1: ("rnn", "torch", "torch-rnn"), 4: ("lstm", "torch-lstm", "torch-lstm-rnn"),
                     3: ("gru", "torch-gru", "torch-gru-rnn")}  # gates: (family, cell system, layer system)
 # weight_ih_l0_reverse -> (weight, ih, 0, True); weight_ih -> (weight, ih, None, False)
@@ -91,7 +110,7 @@ def load_weights(path) -> dict[str, np.ndarray]:
     if reader is None:
         raise FileRefused(f"{path}: expected one of {', '.join(sorted(READERS))}, got {path.suffix or 'no suffix'!r}")
     readers = {"safetensors": _safetensors, "torch": _torch, "numpy": _numpy, "h5": _h5, "keras": _keras_zip,
-               "onnx": _onnx, "tf_checkpoint": _tf_checkpoint, "flax": _flax_msgpack}
+               "onnx": _onnx, "tf_checkpoint": _tf_checkpoint, "flax": _flax_msgpack, "paddle": _paddle}
     weights = readers[reader](path)
     if not weights:
         raise FileRefused(f"{path}: expected named weights, got none")
@@ -111,8 +130,18 @@ def _safetensors(path: Path) -> dict[str, np.ndarray]:
 
 
 def _torch(path: Path) -> dict[str, np.ndarray]:
+    """A ``torch.save`` state_dict, by ``torch.load(weights_only=True)``; a TorchScript archive
+    (``torch.jit.save``), which that refuses, by ``_torchscript``, without torch."""
     if not zipfile.is_zipfile(path):
         raise FileRefused(f"{path}: expected a torch.save file (a zip archive), got something else")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if _is_torchscript(archive.namelist()):
+                return _torchscript(path, archive)
+    except FileRefused:
+        raise
+    except Exception as error:  # noqa: BLE001 - zipfile raises BadZipFile, zlib.error, EOFError, ... for a bad entry
+        raise FileRefused(f"{path}: not a readable zip archive ({type(error).__name__}: {str(error)[:200]})") from None
     try:
         import torch
     except ImportError:
@@ -214,6 +243,365 @@ def _flax_msgpack(path: Path) -> dict[str, np.ndarray]:
 
     flatten(restored, "")
     return weights
+
+
+# --- pickles read as data: PaddlePaddle's .pdparams, TorchScript archives ---------------------------------
+# Both formats are pickles. Neither is unpickled by ``pickle.load``: ``_DataUnpickler`` builds only what a
+# table of globals of its own hands out (this module's functions, which rebuild NumPy arrays from the bytes
+# the file holds), and refuses any other global by name before anything is called.
+
+
+class _Pickled:
+    """An object a pickle may set the state of (BUILD): an array, a dtype, an archive's object; no other."""
+
+    def __setstate__(self, state):
+        raise NotImplementedError
+
+
+class _NumpyNdarray:
+    """``numpy.ndarray`` as a pickle names it: only ``_reconstruct``'s first argument, never instantiated."""
+
+
+class _PickledDtype(_Pickled):
+    """``numpy.dtype(spec, align, copy)`` and its state (version, byte order, ...): a numeric dtype only."""
+
+    def __init__(self, spec, align=False, copy=False):
+        self.spec, self.order = spec, "="
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) >= 5 and state[1] in ("<", ">", "|", "=")
+                and state[2:5] == (None, None, None)):
+            raise ValueError(f"dtype {_brief(self.spec)}: expected the state of a plain numeric dtype, got "
+                             f"{_brief(state)}")
+        self.order = state[1]
+
+    def dtype(self) -> np.dtype:
+        if not (isinstance(self.spec, str) and re.fullmatch(r"[fiub][1248]", self.spec)):
+            raise ValueError(f"dtype {_brief(self.spec)}: expected a numeric one (f2, f4, f8, i1..i8, u1..u8, b1)")
+        return np.dtype(self.spec).newbyteorder(self.order)
+
+
+class _PickledArray(_Pickled):
+    """``numpy.core.multiarray._reconstruct(ndarray, (0,), b"b")`` and its state, ``ndarray.__reduce__``'s
+    (version, shape, dtype, is_fortran, bytes): the array rebuilt from the bytes, its size checked first."""
+
+    def __init__(self):
+        self.array = None
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) == 5 and isinstance(state[2], _PickledDtype)
+                and isinstance(state[4], bytes) and _is_shape(state[1])):
+            raise ValueError(f"an array's state: expected (version, shape, dtype, is_fortran, bytes), got "
+                             f"{_brief(state)}")
+        _, shape, dtype, fortran, data = state
+        dtype = dtype.dtype()
+        _check_size(self.where, "an array", shape)
+        if len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise ValueError(f"an array of shape {tuple(shape)} {dtype}: expected "
+                             f"{int(np.prod(shape, dtype=np.int64)) * dtype.itemsize} bytes, got {len(data)}")
+        array = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
+        self.array = np.ascontiguousarray(array, dtype.newbyteorder("="))  # a copy, native order, writable
+
+
+def _brief(value, expand: bool = True) -> str:
+    """A value from a pickle, named without printing it whole (it may be large, or deep: one level is shown)."""
+    if value is None or isinstance(value, (bool, int, float)) or isinstance(value, str) and len(value) <= 40:
+        return repr(value)
+    if expand and isinstance(value, (tuple, list)) and len(value) <= 8:
+        return f"{type(value).__name__} ({', '.join(_brief(item, False) for item in value)})"
+    return type(value).__name__ + (f" of length {len(value)}" if isinstance(value, (str, bytes, tuple, list, dict))
+                                   else "")
+
+
+def _is_shape(shape) -> bool:
+    return isinstance(shape, tuple) and all(type(n) is int and n >= 0 for n in shape)
+
+
+def _numpy_reconstruct(subtype, shape, typecode):
+    if subtype is not _NumpyNdarray:
+        raise ValueError(f"_reconstruct: expected numpy.ndarray, got {_brief(subtype)}")
+    return _PickledArray()
+
+
+def _latin1(text, encoding):
+    """``_codecs.encode(text, "latin1")``: how a protocol-2 pickle holds bytes (paddle.save(protocol=2))."""
+    if not (isinstance(text, str) and encoding == "latin1"):
+        raise ValueError(f"_codecs.encode: expected a string and 'latin1', got {type(text).__name__}, {encoding!r}")
+    return text.encode("latin1")
+
+
+def _ordered_dict(*args):
+    """``collections.OrderedDict()``: a state_dict, and a tensor's (empty) backward hooks."""
+    import collections
+
+    return collections.OrderedDict(*args)
+
+
+# paddle.save of a state_dict: {name: numpy array}, pickled by NumPy's ndarray.__reduce__ (numpy._core since
+# NumPy 2, numpy.core before); protocol 2 holds bytes as _codecs.encode(str, "latin1").
+NUMPY_GLOBALS = {("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
+                 ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
+                 ("numpy", "ndarray"): _NumpyNdarray, ("numpy", "dtype"): _PickledDtype,
+                 ("_codecs", "encode"): _latin1, ("collections", "OrderedDict"): _ordered_dict}
+
+
+class _DataUnpickler(pickle._Unpickler):
+    """A pickle read as data. ``find_class`` hands out only ``table``'s objects (this module's own: they rebuild
+    arrays and plain containers from the pickle's bytes); any other global, which a payload needs to run code
+    (``os.system``, ``builtins.eval``), is refused by name before anything is called: every callable a pickle
+    calls (REDUCE, NEWOBJ) comes from ``find_class``. BUILD, which sets an object's state (and with a slot
+    state any attribute of it), is admitted on ``_Pickled`` objects only, so a file cannot change the reader's
+    own functions and classes. The pure-Python unpickler: its memo is a dict (the C one's is an array that a
+    6-byte ``LONG_BINPUT 2**32-1`` makes 32 GiB), and its BUILD can be replaced."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def __init__(self, data: bytes, where, table: dict, admitted: str):
+        super().__init__(io.BytesIO(data))
+        self.where, self.table, self.admitted = where, table, admitted
+
+    def find_class(self, module, name):
+        found = self.table.get((module, name))
+        if found is None:
+            raise FileRefused(f"{self.where}: its pickle names {module}.{name}, which is refused: expected only "
+                              f"{self.admitted}. Nothing in the file was run")
+        return found
+
+    def load_build(self):
+        state = self.stack.pop()
+        target = self.stack[-1]
+        if not isinstance(target, _Pickled):
+            raise ValueError(f"BUILD on a {type(target).__name__}: expected an array, a dtype or an archive's object")
+        target.where = self.where
+        target.__setstate__(state)
+
+    def load_extension(self):
+        raise ValueError("an extension code (EXT1, EXT2, EXT4): expected globals by name")
+
+    dispatch[pickle.BUILD[0]] = load_build
+    for _opcode in (pickle.EXT1, pickle.EXT2, pickle.EXT4):  # copyreg's cache would hand out objects unchecked
+        dispatch[_opcode[0]] = load_extension
+    del _opcode
+
+
+def _unpickle(unpickler: _DataUnpickler, what: str):
+    """``unpickler.load()``; a pickle that does not read (truncated, malformed, a refused global) refused."""
+    try:
+        return unpickler.load()
+    except FileRefused:
+        raise
+    except Exception as error:  # noqa: BLE001 - a malformed pickle raises anything from EOFError to TypeError
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        raise FileRefused(f"{unpickler.where}: not a readable {what} ({type(error).__name__}"
+                          f"{': ' + reason if reason else ''}). Nothing in it was run") from None
+
+
+PADDLE_NAMES = "StructuredToParameterName@@"  # paddle.save's table: structured name -> Paddle's parameter name
+
+
+def _paddle(path: Path) -> dict[str, np.ndarray]:
+    """A ``.pdparams`` file: ``paddle.save(layer.state_dict(), path)``, a pickle of {name: NumPy array} (and
+    of ``StructuredToParameterName@@``, {name: Paddle's parameter name}, which is not a weight), read by
+    ``_DataUnpickler`` with NumPy's array globals only."""
+    admitted = "NumPy arrays (numpy._core.multiarray._reconstruct, numpy.ndarray, numpy.dtype) and dicts"
+    loaded = _unpickle(_DataUnpickler(path.read_bytes(), path, NUMPY_GLOBALS, admitted), "paddle.save pickle")
+    if not isinstance(loaded, dict):
+        raise FileRefused(f"{path}: expected paddle.save of a state_dict (a dict of arrays), got "
+                          f"{type(loaded).__name__}")
+    weights = {}
+    for name, value in loaded.items():
+        if name == PADDLE_NAMES and isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            continue
+        if not (isinstance(name, str) and isinstance(value, _PickledArray) and value.array is not None):
+            raise FileRefused(f"{path}: expected a state_dict of named arrays, got {_brief(name)}: "
+                              f"{type(value).__name__}")
+        weights[name] = value.array
+    return weights
+
+
+# TorchScript: a zip of <archive>/data.pkl (the module's objects; each tensor a _rebuild_tensor_v2 of a
+# storage, persistent id ("storage", torch.<Type>Storage, key, device, numel), its bytes in
+# <archive>/data/<key>), <archive>/code/ (the classes' TorchScript source) and <archive>/constants.pkl.
+TORCH_STORAGES = {"FloatStorage": "f4", "DoubleStorage": "f8", "HalfStorage": "f2", "LongStorage": "i8",
+                  "IntStorage": "i4", "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1",
+                  "BoolStorage": "b1"}
+MAX_DEPTH = 64  # the deepest module nesting read
+MAX_OBJECTS = 100_000  # the most module paths walked (a module shared by two parents is walked twice)
+
+
+class _StorageType:
+    def __init__(self, name: str):
+        self.name, self.dtype = name, np.dtype(TORCH_STORAGES[name])
+
+
+class _ScriptObject(_Pickled):
+    """An object of the archive's own classes (``__torch__.*``) as data: its attributes, never its class,
+    whose code (in the archive's ``code/``) is not read."""
+
+    qualified_name = ""
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks, *rest):
+    if not isinstance(data, np.ndarray):
+        raise ValueError(f"_rebuild_parameter: expected a tensor, got {type(data).__name__}")
+    return data
+
+
+def _identity(value, *type_tag):
+    """torch.jit._pickle's restore_type_tag(value, "List[str]") and build_*list(value): the value."""
+    return value
+
+
+class _TorchScriptUnpickler(_DataUnpickler):
+    """``data.pkl`` of a TorchScript archive: the archive's ``__torch__`` classes as inert ``_ScriptObject``
+    types; tensors rebuilt by ``rebuild_tensor`` from ``<archive>/data/<key>``."""
+
+    def __init__(self, archive: zipfile.ZipFile, prefix: str, path: Path, byteorder: str):
+        info = archive.getinfo(f"{prefix}data.pkl")
+        if info.file_size > MAX_FILE_BYTES:
+            raise FileRefused(f"{path}: {prefix}data.pkl declares {info.file_size} bytes: expected at most "
+                              f"{MAX_FILE_BYTES}")
+        table = {("torch._utils", "_rebuild_tensor_v2"): self.rebuild_tensor,
+                 ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+                 ("collections", "OrderedDict"): _ordered_dict,
+                 **{("torch.jit._pickle", name): _identity for name in
+                    ("restore_type_tag", "build_tensorlist", "build_intlist", "build_doublelist", "build_boollist")},
+                 **{("torch", name): _StorageType(name) for name in TORCH_STORAGES}}
+        storages = ", ".join(name[:-len("Storage")] for name in TORCH_STORAGES)
+        admitted = ("the archive's own __torch__ classes (as data), tensors (torch._utils._rebuild_tensor_v2 of a "
+                    f"torch.<Type>Storage, <Type> one of {storages}), lists and dicts")
+        super().__init__(archive.read(info), path, table, admitted)
+        self.archive, self.prefix, self.byteorder = archive, prefix, "<" if byteorder == "little" else ">"
+        self.storages: dict[str, tuple] = {}
+        self.classes: dict[str, type] = {}
+
+    def find_class(self, module, name):
+        if module == "__torch__" or module.startswith("__torch__."):
+            qualified = f"{module}.{name}"
+            if qualified not in self.classes:
+                self.classes[qualified] = type("ScriptObject", (_ScriptObject,), {"qualified_name": qualified})
+            return self.classes[qualified]
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid):
+        """("storage", storage type, key, device, numel): the storage's dtype, key and size, checked; its
+        bytes read when a tensor is rebuilt from it."""
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _StorageType)
+                and isinstance(pid[2], str) and re.fullmatch(r"\w+", pid[2]) and type(pid[4]) is int and pid[4] >= 0):
+            raise ValueError(f"a storage reference: expected ('storage', torch.<Type>Storage, key, device, numel), "
+                             f"got {_brief(pid)}")
+        _, kind, key, _, numel = pid
+        _check_size(self.where, f"storage {key}", (numel,))
+        return (kind.dtype.newbyteorder(self.byteorder), key, numel)
+
+    def storage_bytes(self, key: str, nbytes: int) -> bytes:
+        if key not in self.storages:
+            name = f"{self.prefix}data/{key}"
+            try:
+                info = self.archive.getinfo(name)
+            except KeyError:
+                raise FileRefused(f"{self.where}: its tensor's storage {name} is missing from the archive") from None
+            if info.file_size < nbytes:
+                raise FileRefused(f"{self.where}: {name} holds {info.file_size} bytes: expected at least {nbytes} "
+                                  f"for its declared size")
+            with self.archive.open(info) as entry:
+                data = entry.read(nbytes)
+            if len(data) != nbytes:
+                raise FileRefused(f"{self.where}: {name}: read {len(data)} bytes, expected {nbytes}")
+            self.storages[key] = data
+        return self.storages[key]
+
+    def rebuild_tensor(self, storage, offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
+        """``torch._utils._rebuild_tensor_v2`` in NumPy: the view (offset, size, stride) of the storage, copied."""
+        if not (isinstance(storage, tuple) and len(storage) == 3 and type(offset) is int and offset >= 0
+                and _is_shape(tuple(size)) and _is_shape(tuple(stride)) and len(size) == len(stride)):
+            raise ValueError(f"a tensor: expected (storage, offset, size, stride, ...), got size {_brief(size)}, "
+                             f"stride {_brief(stride)}")
+        dtype, key, numel = storage
+        size, stride = tuple(size), tuple(stride)
+        _check_size(self.where, f"a tensor of storage {key}", size)
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else -1
+        if last >= numel:
+            raise FileRefused(f"{self.where}: a tensor of shape {size} (offset {offset}, stride {stride}) reaches "
+                              f"element {last} of storage {key}, which declares {numel}")
+        data = np.frombuffer(self.storage_bytes(key, numel * dtype.itemsize), dtype, count=numel)
+        view = np.lib.stride_tricks.as_strided(data[offset:] if all(size) else data[:0], size,
+                                               tuple(s * dtype.itemsize for s in stride), writeable=False)
+        return np.ascontiguousarray(view, dtype.newbyteorder("="))
+
+
+def _is_torchscript(names: list[str]) -> bool:
+    """A TorchScript archive (``torch.jit.save``), not a state_dict (``torch.save``): it has ``code/`` and
+    ``constants.pkl`` (what ``torch.load`` looks for, to hand it to ``torch.jit.load``, which runs its code)."""
+    return any(len(parts) > 1 and (parts[1] == "code" or parts[1] == "constants.pkl")
+               for parts in (name.split("/") for name in names))
+
+
+def _torchscript(path: Path, archive: zipfile.ZipFile) -> dict[str, np.ndarray]:
+    """A TorchScript archive's tensors by their module paths (``rnn.weight_ih_l0``), read without torch: its
+    ``data.pkl`` by ``_TorchScriptUnpickler``, the module tree walked for tensor attributes (a list of tensors,
+    an LSTM's ``_flat_weights``, holds the same tensors again: not read)."""
+    pickles = [name for name in archive.namelist() if name.endswith("/data.pkl") and name.count("/") == 1]
+    if len(pickles) != 1:
+        raise FileRefused(f"{path}: a TorchScript archive: expected one <archive>/data.pkl, got {pickles or 'none'}")
+    prefix = pickles[0][:-len("data.pkl")]
+    names = set(archive.namelist())
+    byteorder = "little"  # without the entry (written since torch 2.1): earlier archives are little-endian
+    if f"{prefix}byteorder" in names and archive.getinfo(f"{prefix}byteorder").file_size <= 16:
+        byteorder = archive.read(f"{prefix}byteorder").decode("ascii", "replace").strip()
+    elif f"{prefix}byteorder" in names:
+        byteorder = "(over 16 bytes)"
+    if byteorder not in ("little", "big"):
+        raise FileRefused(f"{path}: {prefix}byteorder says {byteorder[:20]!r}: expected little or big")
+    top = _unpickle(_TorchScriptUnpickler(archive, prefix, path, byteorder), "TorchScript data.pkl")
+    if not isinstance(top, _ScriptObject):
+        raise FileRefused(f"{path}: expected a scripted or traced module, got {type(top).__name__}")
+    weights: dict[str, np.ndarray] = {}
+    _script_tensors(path, top, "", weights, 0)
+    return weights
+
+
+def _script_tensors(path, module: _ScriptObject, prefix: str, out: dict, depth: int, visits=None) -> None:
+    """Every tensor attribute of ``module`` and of the objects under it, by its path. An object whose state is
+    not its attributes (a class with its own ``__getstate__``: the archive's code would rebuild it, and its
+    state's names are not the module's) is refused where it holds a tensor, and passed over where it holds none.
+    ``visits`` counts the objects walked: a pickle can make a tree of 2**64 paths of a few objects."""
+    visits = visits if visits is not None else [0]
+    visits[0] += 1
+    where = prefix.rstrip(".") or "the top-level module"
+    if depth > MAX_DEPTH or visits[0] > MAX_OBJECTS:
+        raise FileRefused(f"{path}: {where}: objects nested deeper than {MAX_DEPTH}, or more than {MAX_OBJECTS} "
+                          f"module paths: expected a module tree")
+    state = getattr(module, "state", None)
+    if not isinstance(state, dict):
+        if _holds_tensor(state):
+            raise FileRefused(f"{path}: {where} ({module.qualified_name}) keeps its tensors in a state of its own "
+                              f"(its __getstate__, {type(state).__name__}): not read, as only its code would say "
+                              f"what they are; expected a scripted or traced nn.Module's attributes")
+        return
+    for name, value in state.items():
+        if isinstance(value, np.ndarray):
+            out[f"{prefix}{name}"] = value
+        elif isinstance(value, _ScriptObject):
+            _script_tensors(path, value, f"{prefix}{name}.", out, depth + 1, visits)
+
+
+def _holds_tensor(value) -> bool:
+    """Whether a tensor is anywhere in ``value`` (lists, tuples, dicts, objects; each container once)."""
+    pending, seen = [value], set()
+    while pending:
+        item = pending.pop()
+        if isinstance(item, np.ndarray):
+            return True
+        if isinstance(item, _ScriptObject):
+            item = getattr(item, "state", None)
+        if isinstance(item, (dict, list, tuple)) and id(item) not in seen:
+            seen.add(id(item))
+            pending.extend(item.values() if isinstance(item, dict) else item)
+    return False
 
 
 def _check_file_size(path: Path) -> None:
@@ -333,6 +721,7 @@ def _canonical_summary(stack: StackParams) -> dict:
 class Inspection:
     modules: list[Module] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # weights of no recurrent module
+    copies: dict[str, str] = field(default_factory=dict)  # {a Paddle cell's copy: its layer's name}: not read twice
 
 
 TOP_LEVEL = "(top level)"  # the location of a module at the top of its file, as ``inspect`` prints it
@@ -362,8 +751,9 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
     groups: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
     skipped = []
     keras, onnx, tf1, flax = _keras_groups(weights), _onnx_groups(weights), _tf1_groups(weights), _flax_groups(weights)
+    copies = _paddle_copies(weights)
     claimed = {name for group in (*keras.values(), *onnx.values(), *tf1.values(), *(g for _, g in flax.values()))
-               for name in group.values()}
+               for name in group.values()} | set(copies)
     for name, value in weights.items():
         match = PYTORCH_NAME.match(name)
         if name in claimed:
@@ -373,7 +763,7 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
             continue
         prefix, layered = match["prefix"], match["layer"] is not None
         groups.setdefault((prefix, layered), {})[name[len(prefix):]] = np.asarray(value)
-    inspection = Inspection(skipped=skipped)
+    inspection = Inspection(skipped=skipped, copies=copies)
     for (prefix, layered), own in groups.items():
         inspection.modules.append(_read_pytorch(prefix.rstrip("."), layered, own))
     for location, directions in _keras_layers(keras).items():
@@ -391,6 +781,43 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
         except FileRefused as error:
             raise FileRefused(f"Flax cell {location!r}: {error}") from None
     return inspection
+
+
+# PaddlePaddle's nn.SimpleRNN, nn.LSTM, nn.GRU: PyTorch's names (weight_ih_l0, ..., _reverse), and each layer's
+# cells again as "<k>.cell.<name>" (one direction) or "<k>.cell_fw." and "<k>.cell_bw." (PaddlePaddle/Paddle#45412):
+# one parameter under two names (paddle.save writes an array for each; its StructuredToParameterName@@ table
+# names one parameter for both). An LSTM's projection (proj_size) is in its cells only, as "weight_ho".
+PADDLE_COPY = re.compile(r"^(?P<prefix>(?:.*\.)?)(?P<layer>\d+)\.cell(?P<direction>|_fw|_bw)\."
+                         r"(?P<name>weight_ih|weight_hh|bias_ih|bias_hh|weight_ho)$")
+
+
+def _paddle_copies(weights) -> dict[str, str]:
+    """{copy: its layer's name} for each Paddle cell copy beside its layer's weight (``0.cell_bw.weight_ih``:
+    ``weight_ih_l0_reverse``), each checked equal to it: a copy that differs is refused, as is a projection
+    (Paddle keeps one parameter under both names; a file where they differ was edited after paddle.save, and
+    which of the two Paddle would load is not the file's to say)."""
+    copies = {}
+    for name in weights:
+        match = PADDLE_COPY.match(name)
+        if match is None:
+            continue
+        prefix, k = match["prefix"], match["layer"]
+        if match["name"] == "weight_ho":
+            if f"{prefix}weight_hh_l{k}" in weights:
+                raise FileRefused(f"{name}: a Paddle LSTM with proj_size, its projection {np.shape(weights[name])} "
+                                  f"in its cells only: not read (the suite reads Paddle's layers without one)")
+            continue
+        layer = f"{prefix}{match['name']}_l{k}{'_reverse' if match['direction'] == '_bw' else ''}"
+        if layer not in weights:
+            continue  # a cell of its own (Paddle's nn.RNN(cell) holds one as "cell.")
+        copy, own = np.asarray(weights[name]), np.asarray(weights[layer])
+        if copy.shape != own.shape or copy.dtype != own.dtype or not np.array_equal(copy, own):
+            difference = f"max |diff| {np.max(np.abs(copy - own)):.3g}" if copy.shape == own.shape \
+                else f"shape {copy.shape} vs {own.shape}"
+            raise FileRefused(f"{name} differs from {layer} ({difference}): expected Paddle's cell copy of the "
+                              f"layer's weight, the same array (one parameter under two names)")
+        copies[name] = layer
+    return copies
 
 
 # Flax's cells, by the set of their parameters' names (each system's own, with and without the bias names of

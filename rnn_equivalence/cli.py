@@ -9,7 +9,8 @@
     rnn-equivalence compare SYSTEM_A SYSTEM_B [--depth quick|default|full] [--seed N] [--json]
 
 ``inspect`` lists every recurrent module of a weight file (``rnn_equivalence.frameworks.files``: PyTorch .pt/.pth/.bin,
-.safetensors, .npz; Keras .weights.h5, .keras, Keras 2 .h5; ONNX; Flax .msgpack; TF1 checkpoints): where
+TorchScript archives, .safetensors, .npz; Keras .weights.h5, .keras, Keras 2 .h5; ONNX; Flax .msgpack; TF1
+checkpoints; PaddlePaddle .pdparams, each layer's cell copies listed as copies): where
 it is, which system of the suite reads it, its family, GRU variant, sizes, layers, directions, bias
 and projection, its weights in the framework's names and its canonical parameters; the file's other
 weights are listed as skipped. ``--as SYSTEM`` reads a flat file (.npz, .safetensors) named as any
@@ -70,7 +71,8 @@ def inspect(file, system, as_json):
                 f"(README: Check your own model), got {len(inspection.skipped)} other weight(s): {names}")
     modules = [module.summary() for module in inspection.modules]
     if as_json:
-        click.echo(json.dumps({"file": str(file), "modules": modules, "skipped": inspection.skipped}, indent=2))
+        click.echo(json.dumps({"file": str(file), "modules": modules, "skipped": inspection.skipped,
+                               "copies": inspection.copies}, indent=2))
         return
     # The file's name, not its path (which may be any length): the human output fits WIDTH columns.
     click.echo(f"{Path(file).name}: {len(modules)} recurrent module(s), {len(inspection.skipped)} other weight(s) "
@@ -85,6 +87,9 @@ def inspect(file, system, as_json):
         for name, shape in m["weights"].items():
             click.echo(f"  {name:<28} {tuple(shape)}")
         click.echo(_wrapped("  canonical: ", ", ".join(f"{k} {tuple(v['shape'])}" for k, v in m["canonical"].items())))
+    if inspection.copies:  # Paddle's per-layer cells: the layers' own weights again, checked equal
+        click.echo(_wrapped("\ncopies (equal to the layer's weights, read once): ",
+                            ", ".join(_copy_groups(inspection.copies))))
     if inspection.skipped:
         click.echo(_wrapped("\nskipped (not recurrent): ", ", ".join(inspection.skipped)))
 
@@ -323,6 +328,20 @@ def _inspection(file, system=None):
         return Inspection([read_as(weights, system)]) if system else find_recurrent(weights)
     except FileRefused as error:
         _refuse(str(error))
+
+
+def _copy_groups(copies: dict[str, str]) -> list[str]:
+    """Paddle's cell copies, one entry a cell: "0.cell_bw.* = *_l0_reverse" where each of the cell's weights is
+    the layer's of the same name (``weight_ih`` = ``weight_ih_l0_reverse``), else "copy = own" one by one."""
+    groups: dict[str, set[str]] = {}
+    for copy, own in copies.items():
+        cell, name = copy.rsplit(".", 1)
+        head, _, last = own.rpartition(".")
+        groups.setdefault(cell, set()).add(f"{head + '.' if head else ''}*{last[len(name):]}"
+                                           if last.startswith(name) else f"{own} ({name})")
+    if all(len(patterns) == 1 for patterns in groups.values()):
+        return [f"{cell}.* = {patterns.pop()}" for cell, patterns in groups.items()]
+    return [f"{copy} = {own}" for copy, own in copies.items()]
 
 
 def _wrapped(prefix: str, text: str) -> str:

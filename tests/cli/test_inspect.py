@@ -6,6 +6,7 @@ traceback, never unpickled."""
 import json
 import pickle
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,6 +204,9 @@ def _valid_file(tmp_path, suffix, load_system):
     path = tmp_path / f"model{suffix}"
     if suffix in (".npz", ".safetensors"):
         return save(path, weights)
+    if suffix == ".pdparams":  # written by Paddle itself (tests/cli/data/make_paddle_fixtures.py)
+        path.write_bytes((Path(__file__).resolve().parent / "data" / "paddle_gru.pdparams").read_bytes())
+        return path
     if suffix == ".pt":
         load_system("torch")
         import torch
@@ -244,7 +248,7 @@ def _valid_file(tmp_path, suffix, load_system):
     return path
 
 
-FORMATS = [".npz", ".safetensors", ".pt", ".weights.h5", ".keras", ".onnx", ".msgpack"]
+FORMATS = [".npz", ".safetensors", ".pt", ".weights.h5", ".keras", ".onnx", ".msgpack", ".pdparams"]
 
 
 @pytest.mark.parametrize("suffix", FORMATS)
