@@ -53,6 +53,11 @@ def activation(name: str):
         ) from None
 
 
+# The width of each bounded activation's range (tanh: [-1, 1]; the sigmoids: [0, 1]): two values of g
+# are never further apart, whatever their arguments. relu and identity are unbounded.
+RANGE_WIDTHS = {"tanh": 2.0, "sigmoid": 1.0, **{name: 1.0 for name in HARD_SIGMOIDS}}
+
+
 def max_slope(name: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Largest |g'(z)| over z in [lo, hi], elementwise (for a piecewise-linear g, its largest
     difference quotient there, which is what carrying an error through g needs).

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from rnn_equivalence.reference.formats import numpy_dtype
 from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
 
 
@@ -89,7 +90,7 @@ def compare_outputs(actual: dict, expected: dict, bounds: dict, what: str) -> Co
 def assert_dtype(actual: dict, dtype: str, who: str) -> None:
     """Every output in the dtype the system was asked to compute in."""
     __tracebackhide__ = True
-    wrong = {key: str(value.dtype) for key, value in actual.items() if value.dtype != np.dtype(dtype)}
+    wrong = {key: str(value.dtype) for key, value in actual.items() if value.dtype != numpy_dtype(dtype)}
     if wrong:
         raise AssertionError(f"{who} returned {wrong}, not {dtype}")
 

@@ -57,6 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.reference.activations import activation, derivative
+from rnn_equivalence.reference.formats import numpy_dtype
 
 
 class Exact:
@@ -64,7 +65,7 @@ class Exact:
     (a float32 run of the same equations, which the tests hold to the bound)."""
 
     def __init__(self, dtype=np.float64):
-        self.dtype = np.dtype(dtype)
+        self.dtype = numpy_dtype(dtype)  # "bfloat16" too (ml_dtypes')
 
     def lift(self, array) -> np.ndarray:
         return np.asarray(array, self.dtype)

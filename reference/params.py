@@ -40,6 +40,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from rnn_equivalence.reference.formats import round_to
+
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 GATES = {"rnn": ("h",), "lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
 GRU_VARIANTS = ("reset_after", "reset_before")
@@ -281,6 +283,25 @@ class CellParams:
 
     def astype(self, dtype) -> "CellParams":
         convert = lambda t: None if t is None else t.astype(dtype)
+        return replace(self, W_x=convert(self.W_x), W_h=convert(self.W_h), b_x=convert(self.b_x),
+                       b_h=convert(self.b_h), peepholes=convert(self.peepholes), W_proj=convert(self.W_proj))
+
+    def rounded_to(self, name: str) -> "CellParams":
+        """The cell with every tensor rounded to the format ``name`` ("float16", "bfloat16": values exactly
+        in it, kept in this dtype), so that a half-precision run starts from the reference's numbers.
+
+        The random cells' values are exact float32 and all distinct (``random``); rounded, they stay
+        within u of the format (2**-11, 2**-8) of themselves, relatively, but cannot stay distinct: a
+        uniform draw puts 7/8 of a tensor's values in its top three binades, which hold 384 bfloat16
+        (3072 float16) magnitudes, so a tensor of more than 440 (3500) values must repeat some, and by the birthday
+        bound repeats are likely from some 20 (60) values on (a GRU with H = 5, I = 7 keeps 166 of its
+        210 magnitudes in bfloat16, 204 in float16; an LSTM with H = 32, I = 16, 1110 and 4040 of
+        6400). What distinctness bought, that a transposed, swapped, dropped or doubled tensor changes
+        the result, is kept otherwise: the gate scales (``GATE_SCALES``) and biases at least 0.05 from
+        zero survive a relative change of 2**-8, so each such mistake moves the rounded cell as much
+        as the float32 one, and tests/reference/test_half_precision.py checks that it exceeds the
+        half bound."""
+        convert = lambda t: None if t is None else round_to(t, name).astype(t.dtype)
         return replace(self, W_x=convert(self.W_x), W_h=convert(self.W_h), b_x=convert(self.b_x),
                        b_h=convert(self.b_h), peepholes=convert(self.peepholes), W_proj=convert(self.W_proj))
 

@@ -104,6 +104,10 @@ class StackParams:
     def astype(self, dtype) -> "StackParams":
         return self.map(lambda p: p.astype(dtype))
 
+    def rounded_to(self, name: str) -> "StackParams":
+        """Every cell's tensors rounded to the format ``name`` (``CellParams.rounded_to``)."""
+        return self.map(lambda p: p.rounded_to(name))
+
     @classmethod
     def random(cls, family, input_size, hidden_size, num_layers=1, bidirectional=False, seed=0,
                dtype=np.float64, bias=True, activation="", variant="", options=()) -> "StackParams":

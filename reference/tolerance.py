@@ -4,7 +4,9 @@ This is the one place where tolerances are defined. A comparison is allowed exac
 model bounds, elementwise, and the measured error is reported as a fraction of that bound.
 
 The model is a running rounding-error analysis for the unit roundoff u of each dtype
-(``UNIT_ROUNDOFF``: 2**-24 for float32, 2**-53 for float64). Every value is an ``Approx``: its exact
+(``UNIT_ROUNDOFF``: 2**-24 for float32, 2**-53 for float64, 2**-11 for float16, 2**-8 for bfloat16),
+and for the mixed precision policies (``rnn_equivalence.reference.formats.MIXED_POLICIES``: float32
+arithmetic, results stored in half). Every value is an ``Approx``: its exact
 value (float64, from the exact data) and a bound on |computed - exact|. ``Arithmetic`` carries both
 through the operations every cell is built from (an affine sum in any order, an activation, a clip,
 a product or sum of two computed values). The cell equations of every family (vanilla, LSTM, GRU,
@@ -16,7 +18,9 @@ layers, directions, padded batches and chunks exactly as it carries the referenc
 (in float64, from the exact data) and the bounds on |computed in ``dtype`` - exact|, as two dicts
 with the same keys (``chunked_reference_and_bound``: the same pair per chunk). ``pair_bound`` returns
 the allowed |a - b| of two computed results, each within its own bound: the sum of both bounds
-(against the float64 reference that adds the tiny float64 bound).
+(against the float64 reference that adds the tiny float64 bound). ``overflow`` says whether a
+computation in a half format can (or must) exceed the format's largest finite value, so that a
+framework's inf or nan can be judged.
 
 The derivation, operation by operation and with the reason for each bound (every summation order,
 each activation, clips, the recurrence, options, layers, padded and chunked runs), is in docs/TOLERANCES.md.
@@ -30,15 +34,18 @@ from functools import partial
 import numpy as np
 
 from rnn_equivalence.reference.activations import (
-    BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, activation, derivative, max_slope,
+    BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, RANGE_WIDTHS, activation, derivative, max_slope,
 )
 from rnn_equivalence.reference.equations import STEPS as EQUATIONS
+from rnn_equivalence.reference.formats import HALF_FORMATS, MIXED_POLICIES, check_exact, finfo, storage_format
 from rnn_equivalence.reference.params import CellParams
-from rnn_equivalence.reference.stack import StackParams, drive
+from rnn_equivalence.reference.stack import DIRECTIONS, StackParams, drive
 
 UNIT_ROUNDOFF = {
     "float32": 2.0**-24,
     "float64": 2.0**-53,
+    "float16": 2.0**-11,
+    "bfloat16": 2.0**-8,
 }
 
 # Assumed accuracy of the library activations, in ulps of 1.0 (docs/TOLERANCES.md); the hard
@@ -60,6 +67,20 @@ def gamma(n: int, u: float) -> float:
     if n * u >= 1:
         raise ValueError(f"gamma_n is undefined for n u >= 1 (n={n}, u={u})")
     return n * u / (1 - n * u)
+
+
+def operation_roundoff(dtype: str) -> float:
+    """The relative error of one operation's result computed in ``dtype``, a format or a mixed policy.
+
+    float32 and float64: u, rounded once. A half format: a CPU has no half arithmetic, and PyTorch,
+    Eigen (TensorFlow), XLA, NumPy's float16 and ml_dtypes compute a half operation in float32 and round
+    the result to the format, twice: u_32 + u + u_32 u (a native half operation rounds once, u). A mixed
+    policy likewise: float32 arithmetic, its result stored in half."""
+    storage = storage_format(dtype)
+    if storage not in HALF_FORMATS:
+        return UNIT_ROUNDOFF[dtype]
+    u_32, u = UNIT_ROUNDOFF["float32"], UNIT_ROUNDOFF[storage]
+    return u_32 + u + u_32 * u
 
 
 @dataclass(frozen=True)
@@ -105,27 +126,69 @@ def exact(value) -> Approx:
     return Approx(value, np.zeros_like(value))
 
 
+def _affine_terms(products, biases, diagonal):
+    """An affine sum's exact value, the sum of its terms' computed magnitudes, and the errors its operands
+    carry in, propagated (``Arithmetic.affine``)."""
+    value = (sum(W @ v.value for W, v in products) + sum(b[:, None] for b in biases)
+             + sum(d[:, None] * v.value for d, v in diagonal))
+    magnitude = (sum(np.abs(W) @ v.magnitude for W, v in products) + sum(np.abs(b)[:, None] for b in biases)
+                 + sum(np.abs(d)[:, None] * v.magnitude for d, v in diagonal))
+    propagated = sum(np.abs(W) @ v.error for W, v in products) + sum(np.abs(d)[:, None] * v.error
+                                                                       for d, v in diagonal)
+    return value, magnitude, propagated
+
+
 class Arithmetic:
-    """The three operations of the model on ``Approx`` values, for unit roundoff u."""
+    """The three operations of the model on ``Approx`` values, for a dtype or a mixed policy.
+
+    ``u``: one operation's rounding (``operation_roundoff``). ``u_sum``: the unit roundoff sums
+    accumulate in and activations are evaluated in, the dtype's own (float32 under a mixed policy).
+    ``u_stored``: a mixed policy's, the half format's, which each of its results meets once more when
+    stored (0 otherwise). docs/TOLERANCES.md, "Lower precision", derives the half and mixed bounds."""
 
     def __init__(self, dtype: str):
-        self.u = UNIT_ROUNDOFF[dtype]
+        mixed = dtype in MIXED_POLICIES
+        self.u = operation_roundoff(dtype)
+        self.u_sum = UNIT_ROUNDOFF["float32" if mixed else dtype]
+        self.u_stored = UNIT_ROUNDOFF[storage_format(dtype)] if mixed else 0.0
 
     def affine(self, products, biases=(), diagonal=()) -> Approx:
         """sum_k W_k v_k + sum biases (+ sum d * v for ``diagonal`` pairs (d, v): peepholes), as one
         sum of n terms in any order."""
         n = sum(W.shape[1] for W, _ in products) + len(biases) + len(diagonal)
-        value = (sum(W @ v.value for W, v in products) + sum(b[:, None] for b in biases)
-                 + sum(d[:, None] * v.value for d, v in diagonal))
-        magnitude = (sum(np.abs(W) @ v.magnitude for W, v in products) + sum(np.abs(b)[:, None] for b in biases)
-                     + sum(np.abs(d)[:, None] * v.magnitude for d, v in diagonal))
-        propagated = sum(np.abs(W) @ v.error for W, v in products) + sum(np.abs(d)[:, None] * v.error
-                                                                           for d, v in diagonal)
-        return Approx(value, gamma(n, self.u) * magnitude + propagated)
+        value, magnitude, propagated = _affine_terms(products, biases, diagonal)
+        return Approx(value, self.sum_roundoff(n, len(products) + len(biases) + len(diagonal)) * magnitude
+                      + propagated)
+
+    def sum_roundoff(self, n: int, groups: int) -> float:
+        """The relative error of an n-term sum, in any order, against its terms' magnitudes: gamma_n.
+
+        Under a mixed policy the framework computes each of the sum's ``groups`` (a product W v, a bias,
+        a peephole term) in float32 and stores it in half, and so each sum of groups (Keras: the kernel's
+        product, + the recurrent kernel's, + the bias): a term meets at most n float32 roundings (its
+        group's, then one per group added) and ``groups`` half ones (its group's store, then one per
+        group added): (1 + gamma_n(u_32)) (1 + gamma_groups(u_half)) - 1."""
+        if not self.u_stored:
+            return gamma(n, self.u_sum)
+        return (1 + gamma(n, self.u_sum)) * (1 + gamma(groups, self.u_stored)) - 1
+
+    def stored(self, value, error):
+        """A mixed policy's float32 result stored in half: one more rounding of |result| (unchanged for a
+        dtype, whose results are already in it)."""
+        if not self.u_stored:
+            return error
+        return error + self.u_stored * (np.abs(value) + error)
 
     def act(self, g: str, a: Approx) -> Approx:
+        """L e + E_g (L: g's largest slope on [z - e, z + e]); never more, for a bounded g, than the width of
+        its range and its own error: where the argument's error is no longer small (a long recurrence in
+        half precision), the first term would grow without end, and a computed g does not."""
         slope = max_slope(g, a.value - a.error, a.value + a.error)
-        return Approx(activation(g)(a.value), slope * a.error + activation_error(g, a.magnitude, self.u))
+        value = activation(g)(a.value)
+        error = slope * a.error + activation_error(g, a.magnitude, self.u_sum)
+        if g in RANGE_WIDTHS:
+            error = np.minimum(error, RANGE_WIDTHS[g] + activation_error(g, 0.0, self.u_sum))
+        return Approx(value, self.stored(value, error))
 
     def clip(self, a: Approx, threshold) -> Approx:
         if threshold is None:
@@ -198,9 +261,8 @@ def _next_state(step):
 STEPS = {family: _next_state(step) for family, step in EQUATIONS.items()}
 
 
-def _bound_sequence(dtype: str, forget_bias: float, p: CellParams, xs: Approx, state) -> dict:
+def _bound_sequence(ar: Arithmetic, forget_bias: float, p: CellParams, xs: Approx, state) -> dict:
     """One direction, forward: {"h": Approx (T, batch, H), ...}, like ``rnn_equivalence.reference.cells.sequence``."""
-    ar = Arithmetic(dtype)
     p = p.astype(np.float64)
     batch = xs.value.shape[1]
     keys = ("h", "c") if p.family == "lstm" else ("h",)
@@ -220,15 +282,37 @@ def reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0, 
     bounds on |computed in ``dtype`` - exact|, as two dicts with the same keys.
 
     ``state`` may hold ``Approx`` values: a state computed earlier, with its own bound (a chunked
-    run, ``chunked_reference_and_bound``)."""
+    run, ``chunked_reference_and_bound``). ``dtype`` may be a mixed policy ("mixed_float16"). In a half
+    format (a mixed policy's too) the parameters, inputs and state must be exactly in it
+    (``rnn_equivalence.reference.formats.round_to``): the bound starts from the reference's numbers."""
     approx = _approx_results(stack, xs, state, dtype, forget_bias, padding, padded_output)
     return {k: a.value for k, a in approx.items()}, {k: a.error for k, a in approx.items()}
 
 
-def _approx_results(stack, xs, state, dtype, forget_bias, padding=None, padded_output="zeros") -> dict:
+def _approx_results(stack, xs, state, dtype, forget_bias, padding=None, padded_output="zeros", ar=None) -> dict:
     stack = StackParams.of(stack)
+    check_data_in(dtype, stack, xs, state)
     state = None if state is None else {key: v if isinstance(v, Approx) else exact(v) for key, v in state.items()}
-    return drive(stack, exact(xs), state, partial(_bound_sequence, dtype, forget_bias), padding, padded_output)
+    ar = Arithmetic(dtype) if ar is None else ar
+    return drive(stack, exact(xs), state, partial(_bound_sequence, ar, forget_bias), padding, padded_output)
+
+
+TENSORS = ("W_x", "W_h", "b_x", "b_h", "peepholes", "W_proj")
+
+
+def check_data_in(dtype: str, stack, xs, state) -> None:
+    """A half format's bound assumes the data in the format, as float32's assumes exact float32 data
+    (``CellParams.random``'s): refuse any other, naming the tensor (a float32 or float64 array is the
+    framework's data as it is, and its bound in float32 adds no rounding of it). A state computed earlier
+    (an ``Approx``) carries its own bound."""
+    storage, stack = storage_format(dtype), StackParams.of(stack)
+    if storage not in HALF_FORMATS:
+        return
+    arrays = {f"layer {k} {DIRECTIONS[d]} {name}": getattr(p, name)
+              for k, d, p in stack.cells() for name in TENSORS if getattr(p, name) is not None}
+    arrays["xs"] = xs
+    arrays.update({f"{key}0": value for key, value in (state or {}).items() if not isinstance(value, Approx)})
+    check_exact(arrays, storage)
 
 
 def chunked_reference_and_bound(stack, xs, state, dtype: str, forget_bias: float = 0.0, *, sizes):
@@ -285,6 +369,79 @@ def optimizer_step_bound(w, w_new, g, g_bound, optimizer: dict, dtype: str, epsi
         corrections = 5 + b1 / (1 - b1) + b2 / (2 * (1 - b2))
         propagated, rounding = np.minimum(lr * g_bound * slope, 2 * lr), (10 * u + corrections * u_constants) * lr
     return propagated + rounding + u * (np.abs(w_new) + np.abs(w))
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """How large the results a computation in a format stores can get, against the format's largest finite
+    value ``limit`` (float16: 65504): over every value the equations compute (pre-activations, any
+    partial sum of them in any order, products, gates, states, outputs), ``largest`` |exact value|, and
+    the least and the most |computed value| can be at the element where each peaks (``at_least`` =
+    max(|exact| - bound), ``at_most`` = max(|exact| + bound), a sum's at most the sum of its terms'
+    magnitudes plus its rounding error)."""
+
+    limit: float
+    largest: float
+    at_least: float
+    at_most: float
+
+    @property
+    def possible(self) -> bool:
+        """A correct computation may overflow (values up to limit + half an ulp round back to the limit, so
+        this is a shade cautious): a framework's inf or nan is to be expected, not its fault."""
+        return self.at_most > self.limit
+
+    @property
+    def certain(self) -> bool:
+        """Every correct computation overflows somewhere."""
+        return self.at_least > self.limit
+
+
+class _Watched(Arithmetic):
+    """``Arithmetic`` that also keeps, over every result the equations compute, the largest |exact value|
+    and the least and the most |computed value| can be (``Overflow``)."""
+
+    def __init__(self, dtype: str):
+        super().__init__(dtype)
+        self.largest = self.at_least = self.at_most = 0.0
+
+    def _see(self, result: Approx, at_most=None) -> Approx:
+        self.largest = max(self.largest, float(np.max(np.abs(result.value), initial=0.0)))
+        self.at_least = max(self.at_least, float(np.max(np.abs(result.value) - result.error, initial=0.0)))
+        self.at_most = max(self.at_most, float(np.max(result.magnitude if at_most is None else at_most,
+                                                      initial=0.0)))
+        return result
+
+    def affine(self, products, biases=(), diagonal=()) -> Approx:
+        # a partial sum, in any order, is at most the sum of its terms' computed magnitudes and its rounding
+        result = super().affine(products, biases, diagonal)
+        return self._see(result, _affine_terms(products, biases, diagonal)[1] + result.error)
+
+    def act(self, g: str, a: Approx) -> Approx:
+        return self._see(super().act(g, a))
+
+    def clip(self, a: Approx, threshold) -> Approx:
+        return self._see(super().clip(a, threshold))
+
+    def mul(self, a: Approx, b: Approx) -> Approx:
+        return self._see(super().mul(a, b))
+
+    def add(self, a: Approx, b: Approx, sign: float = 1.0) -> Approx:
+        return self._see(super().add(a, b, sign))
+
+
+def overflow(stack, xs, state, dtype: str, forget_bias: float = 0.0, padding=None) -> Overflow:
+    """Whether a run of ``stack`` on ``xs`` from ``state`` in ``dtype`` (a format or a mixed policy; the
+    arguments of ``reference_and_bound``) can overflow the format it stores its results in.
+
+    A framework that returns inf or nan where ``possible`` is False has failed on its own: the reference's
+    every intermediate stays, within its bound, below the format's largest finite value. Where ``certain``,
+    inf or nan is the right answer in that format. An activation's own internals (exp(-z) inside a
+    sigmoid, say) are the framework's: tanh and sigmoid are bounded, and a framework whose formula for
+    them overflows inside is at fault too."""
+    watched = _Watched(dtype)
+    _approx_results(stack, xs, state, dtype, forget_bias, padding, ar=watched)
+    return Overflow(float(finfo(storage_format(dtype)).max), watched.largest, watched.at_least, watched.at_most)
 
 
 def pair_bound(bound_a, bound_b):
