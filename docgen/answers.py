@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from rnn_equivalence.compare import answer_from_report, decide, mapping_lines
-from docgen.questions import QUESTIONS, Claim, Question, kind_of
+from docgen.questions import CARRIES, QUESTIONS, Claim, Question, kind_of
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "equivalence.json"
@@ -61,20 +61,53 @@ def proved(subject, report: dict) -> list[dict]:
     return [n for n in report["non_equivalences"] if subject.matches(n) and n["ratio"] > 1]
 
 
+def runs_rows(kind: str, report: dict) -> list[dict]:
+    """The report's rows (system and dtype) with runs of ``kind`` ("chunked"): known upstream issues' cases,
+    strict expected failures, are kept out of them by the summary (rnn_equivalence.harness.summary.Row)."""
+    return [r for r in report["systems"] if r[kind]["cases"]]
+
+
+# The word that names the tests of a kind of run (test_chunked_run_matches_whole_run,
+# test_state_not_carried_between_chunks_is_detected, test_projected_layer_in_chunks): a failed one is listed
+# in its row's failed_tests, by its test id, whether or not it recorded a comparison first.
+RUN_TESTS = {"chunked": "chunk"}
+
+
+def runs_broken(kind: str, report: dict) -> list[str]:
+    """What in the report's records says runs of ``kind`` do not agree: a row's runs beyond their bound, a
+    failed test of that kind of run, or a wrong run not caught on a system run so (the report counts a
+    system's wrong runs together: dropping the carried state is one of them on every system run in chunks,
+    tests/equivalence/test_padded.py). Empty where they agree."""
+    systems = {r["system"] for r in runs_rows(kind, report)}
+    broken = [f"{r['system']} {r['dtype']}'s {kind} runs reach err/bound {ratio(r[kind]['worst_ratio'])}"
+              for r in runs_rows(kind, report) if r[kind]["worst_ratio"] > 1]
+    broken += [f"{r['system']} {r['dtype']}: {t['test']} failed: {t['message']}" for r in report["systems"]
+               for t in r["failed_tests"] if RUN_TESTS[kind] in t["test"].split("::")[-1].split("[")[0]]
+    broken += [f"{r['system']} {r['dtype']} caught {r['mutations_caught']} of its {r['mutations']} wrong runs"
+               for r in report["systems"] if r["system"] in systems and r["mutations_caught"] < r["mutations"]]
+    return broken
+
+
 def check_claim(question: Question, claim: Claim, report: dict) -> None:
     """AnswerContradicted unless the report bears ``claim`` out: a Yes with no difference proved on its
-    subject and every pair of it Yes; a No or an Only if with a difference proved, or a pair answered so."""
+    subject, every pair of it Yes and, for a claim about a kind of run, such runs that all agree
+    (``runs_broken``); a No or an Only if with a difference proved, a pair answered so, or a run broken."""
     found = proved(claim.proof, report) if claim.proof else []
     verdicts = {answer_from_report(a, b, report).verdict for a, b in claim.pairs}
     where = f"{question.anchor}: the lead says {claim.verdict}{' for ' + claim.about if claim.about else ''}"
+    broken = runs_broken(claim.runs, report) if claim.runs else []
+    if claim.runs and not runs_rows(claim.runs, report):
+        raise AnswerContradicted(f"{where} about {claim.runs} runs, but the report has none")
     if claim.verdict == "Yes":
         if found:
             raise AnswerContradicted(f"{where}, but the report proves {found[0]['system']} vs "
                                      f"{found[0]['against']}: {found[0]['reason']}")
         if verdicts - {"Yes"}:
             raise AnswerContradicted(f"{where}, but its pairs are answered {sorted(verdicts)}")
+        if broken:
+            raise AnswerContradicted(f"{where}, but {'; '.join(broken[:3])}")
     elif claim.verdict in ("No", "Only if"):
-        if not found and claim.verdict not in verdicts:
+        if not found and not broken and claim.verdict not in verdicts:
             raise AnswerContradicted(f"{where}, but the report proves no difference on its subject and no pair "
                                      f"of it is answered {claim.verdict}")
         if claim.verdict == "Only if" and not claim.condition:
@@ -83,18 +116,23 @@ def check_claim(question: Question, claim: Claim, report: dict) -> None:
         raise AnswerContradicted(f"{where}: expected Yes, No or Only if")
 
 
-def claim_sentence(claim: Claim) -> str:
+def claim_sentence(claim: Claim, figures: dict | None = None) -> str:
+    """A claim's sentence, its figures (``{worst}``) filled in from ``figures``."""
     about = f" for {claim.about}" if claim.about else ""
+    text = claim.text.format(**figures) if figures is not None else claim.text
     if claim.verdict == "Only if":
-        return f"**Only if** {claim.condition}{about}: {claim.text}."
-    return f"**{claim.verdict}**{about}: {claim.text}."
+        return f"**Only if** {claim.condition}{about}: {text}."
+    return f"**{claim.verdict}**{about}: {text}."
 
 
 def lead(question: Question, report: dict) -> str:
-    """The question's first paragraph: each claim's verdict, checked against ``report`` first."""
+    """The question's first paragraph: each claim's verdict, checked against ``report`` first, with the
+    report's figures where its words name them."""
     for claim in question.claims:
         check_claim(question, claim, report)
-    return " ".join(claim_sentence(claim) for claim in question.claims)
+    named = any("{" in claim.text for claim in question.claims)
+    values = figures(question, report) if named else None
+    return " ".join(claim_sentence(claim, values) for claim in question.claims)
 
 
 def plain(markdown: str) -> str:
@@ -149,9 +187,76 @@ def concat_figures(report: dict) -> dict:
             "speed": speed_sentence()}
 
 
+def carried_by(name: str) -> str:
+    """How a system's chunked runs hand the state on (``docgen.questions.CARRIES``): "converted", a converter's
+    model (the modules ``rnn_equivalence.frameworks.*_export``: torch.onnx.export, tf2onnx, TFLite, onnx2tf,
+    nobuco), the state an input and an output of its graph; "layer", a Keras layer, run with
+    ``stateful=True`` too (among its chunked configurations); "caller", a framework's own layer or node, its
+    returned state the next call's initial state."""
+    from rnn_equivalence.frameworks import ADAPTERS
+
+    cls = ADAPTERS[name]
+    if cls.__module__.endswith("_export"):
+        return "converted"
+    if any(config.option("stateful") for config in cls.chunked_configs):
+        return "layer"
+    return "caller"
+
+
+def runs_line(rows: list[dict], kind: str) -> str:
+    """Runs of ``kind`` over ``rows``: the systems, their cases, the worst err/bound and a link to its row."""
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    worst = max(rows, key=lambda r: r[kind]["worst_ratio"])
+    return (f"{len(systems)} systems ({grouped(systems)}), {sum(r[kind]['cases'] for r in rows)} cases, worst "
+            f"err/bound {ratio(worst[kind]['worst_ratio'])} "
+            f"({_report_link(worst['anchor'], worst.get('page', 'EQUIVALENCE.md'))})")
+
+
+def chunked_figures(report: dict) -> dict:
+    """The chunked question's figures, all from the report's ``chunked`` records: the systems run in chunks,
+    their runs and worst err/bound, a bullet per way the state is carried, their wrong runs caught, and the
+    rows whose chunked runs are all known upstream issues (kept out of the figures)."""
+    rows = runs_rows("chunked", report)
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    by_carry: dict[str, list[dict]] = {}
+    for r in rows:
+        by_carry.setdefault(carried_by(r["system"]), []).append(r)
+    missing = sorted(set(CARRIES) - set(by_carry))
+    if missing:  # the lead names Keras's stateful layers and converted models: each must have run in chunks
+        raise AnswerContradicted(f"chunked runs: none of the kind {missing} in the report")
+    carries = [f"- {how}: {runs_line(by_carry[key], 'chunked')}." for key, how in CARRIES.items()]
+    mutated = [r for r in report["systems"] if r["system"] in systems and r["mutations"]]
+    return {"systems": len(systems), "cases": sum(r["chunked"]["cases"] for r in rows),
+            "worst": ratio(max(r["chunked"]["worst_ratio"] for r in rows)), "carries": "\n".join(carries),
+            "caught": sum(r["mutations_caught"] for r in mutated), "mutations": sum(r["mutations"] for r in mutated),
+            "kept_out": kept_out(report, systems)}
+
+
+def kept_out(report: dict, systems: list[str]) -> str:
+    """The rows of systems run in chunks with no chunked figure but known upstream issues: their chunked runs
+    were strict expected failures, kept out of the figures."""
+    rows = [r for r in report["systems"] if r["system"] in systems and not r["chunked"]["cases"]
+            and r["known_issue_cases"]]
+    if not rows:
+        return ""
+    links = ", ".join(_report_link(r["anchor"], r.get("page", "EQUIVALENCE.md")) for r in rows[:2])
+    return (f" **Not in these figures:** the chunked runs of {grouped([r['system'] + ' ' + r['dtype'] for r in rows])}"
+            f": known upstream issues, strict expected failures, listed in their rows "
+            f"({links}{', …' if len(rows) > 2 else ''}).")
+
+
+FIGURES_OF = {"concat-vs-split": concat_figures, "chunked-and-stateful": chunked_figures}
+
+
+def figures(question: Question, report: dict) -> dict:
+    """The figures a question's words name, computed from the report when the page is generated."""
+    return FIGURES_OF[question.anchor](report) if question.anchor in FIGURES_OF else {}
+
+
 def notes(question: Question, report: dict) -> list[str]:
-    figures = concat_figures(report) if question.anchor == "concat-vs-split" else {}
-    return [note.format(**figures) for note in question.notes]
+    """The notes, their figures filled in from the report."""
+    values = figures(question, report) if question.notes else {}
+    return [note.format(**values) for note in question.notes]
 
 
 # --- differences, evidence, citation -------------------------------------------------------------------------

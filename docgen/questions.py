@@ -9,6 +9,11 @@ differences a claim is about is said by ``Subject``: the systems, the references
 against and the kinds of finding (the words before a reason's colon), each matched exactly, so that a
 finding never lands under a question because a word of its reason happens to match.
 
+A claim about a kind of run (``Claim.runs``: the report rows' ``chunked`` records) is checked against those
+records too: a Yes needs such runs, every one within its bound, no test of them failed and every wrong run of
+their systems caught (``docgen.answers.runs_broken``); its figures are the report's, filled in when the page is
+generated.
+
 Each snippet is run by tests/harness/test_answer_snippets.py, and ends in a check against the other
 framework's output.
 """
@@ -57,7 +62,11 @@ class Claim:
     under, in the frameworks' own words; ``text`` says why in one clause. ``about`` is the aspect where a
     question has more than one (the forward pass, one optimizer step). ``proof`` the findings that decide
     it: none may be proved for a Yes; one at least must be for a No or an Only if, unless one of ``pairs``
-    is answered No or Only if by the rule compare uses (``rnn_equivalence.compare.decide``)."""
+    is answered No or Only if by the rule compare uses (``rnn_equivalence.compare.decide``). ``runs``: a kind
+    of run of the report's rows ("chunked") the claim is about, whose records decide it too: a Yes needs at
+    least one system run so, and none of those runs beyond its bound, failed, or with a wrong run of its
+    system not caught (``docgen.answers.runs_broken``); a No, one that is. ``text`` may name the question's
+    figures (``{worst}``: ``docgen.answers.figures``), filled in from the report when the page is generated."""
 
     verdict: str
     text: str
@@ -65,6 +74,7 @@ class Claim:
     pairs: tuple[tuple[str, str], ...] = ()
     condition: str = ""
     about: str = ""
+    runs: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,17 @@ EXPORTERS = ("torch-onnx-legacy", "torch-onnx-dynamo", "torch-onnx-legacy-lstm",
 TFLITE = ("tflite-keras2-rnn", "tflite-keras2-lstm-rnn", "tflite-keras2-gru-rnn", "tflite-keras2-gru-reset-before-rnn",
           "tflite-keras-tf-rnn", "tflite-keras-tf-lstm-rnn", "tflite-keras-tf-gru-rnn",
           "tflite-keras-tf-gru-reset-before-rnn")
+# How a chunked run's state goes from one call to the next, by the kind of system that ran it
+# (``docgen.answers.carried_by``): each a bullet of the chunked question, with its systems and figures.
+CARRIES = {
+    "layer": "**Keras layers**, the returned states fed back as `initial_state`, and `stateful=True`: the same "
+             "layer called on every chunk, its state kept in its variables",
+    "caller": "**The frameworks' own layers and ONNX nodes**, the returned state as the next call's initial "
+              "state: PyTorch's `(h_n, c_n)` as `(h_0, c_0)`, ONNX's `Y_h`/`Y_c` as `initial_h`/`initial_c`, "
+              "Flax's carry, TF1's `dynamic_rnn` state",
+    "converted": "**Converted models** (torch.onnx.export, tf2onnx, TFLite with a model per chunk length, onnx2tf, "
+                 "nobuco), the state an input and an output of the graph, fed back by the caller",
+}
 
 
 CONCAT_SNIPPET = '''\
@@ -248,6 +269,41 @@ expected, got = out.detach().numpy(), keras.ops.convert_to_numpy(keras_rnn(x, ma
 np.testing.assert_allclose(got[mask], expected[mask], rtol=0, atol=1e-5)  # every real step agrees
 assert np.all(expected[1, 4:] == 0)                                        # PyTorch: zeros on padding
 np.testing.assert_allclose(got[1, 4:], np.repeat(got[1, 3:4], 3, axis=0))  # Keras: the last real output
+'''
+
+CHUNKED_SNIPPET = '''\
+import numpy as np
+import torch
+import keras  # Keras 3, any backend
+
+torch_lstm = torch.nn.LSTM(input_size=3, hidden_size=5, batch_first=True)
+x = np.random.default_rng(0).standard_normal((2, 7, 3), np.float32)
+whole = torch_lstm(torch.from_numpy(x))[0].detach().numpy()
+def check(chunks):  # the chunks' outputs, one after the other, are the whole run's
+    np.testing.assert_allclose(np.concatenate(chunks, axis=1), whole, rtol=0, atol=1e-5)
+
+# PyTorch: each call from the (h, c) the one before returned; started afresh, another answer
+first, (h, c) = torch_lstm(torch.from_numpy(x[:, :4]))
+check([first.detach().numpy(), torch_lstm(torch.from_numpy(x[:, 4:]), (h, c))[0].detach().numpy()])
+afresh = torch_lstm(torch.from_numpy(x[:, 4:]))[0].detach().numpy()
+assert np.abs(afresh - whole[:, 4:]).max() > 1e-3
+# Keras stateful=True: the layer keeps its state between calls (its batch size fixed)
+W_ih, W_hh, b_ih, b_hh = (p.detach().numpy() for p in torch_lstm.parameters())
+weights = [W_ih.T, W_hh.T, b_ih + b_hh]  # both stack the gates i, f, g, o
+stateful = keras.layers.LSTM(5, return_sequences=True, stateful=True)
+stateful.build((2, None, 3))
+stateful.set_weights(weights)
+check([keras.ops.convert_to_numpy(stateful(x[:, :4])), keras.ops.convert_to_numpy(stateful(x[:, 4:]))])
+# What to convert (tf2onnx, TFLite): the state an input and an output, fed back by the caller
+xs, h0, c0 = keras.Input((None, 3)), keras.Input((5,)), keras.Input((5,))
+lstm = keras.layers.LSTM(5, return_sequences=True, return_state=True)
+model = keras.Model([xs, h0, c0], lstm(xs, initial_state=[h0, c0]))
+lstm.set_weights(weights)
+state, outputs = [np.zeros((2, 5), np.float32)] * 2, []
+for chunk in (x[:, :4], x[:, 4:]):
+    y, *state = (keras.ops.convert_to_numpy(t) for t in model([chunk, *state]))
+    outputs.append(y)
+check(outputs)
 '''
 
 
@@ -427,6 +483,36 @@ QUESTIONS = (
         (("tf-keras-rnn", "tflite-keras2-rnn"), ("keras-tf-lstm-rnn", "tflite-keras2-lstm-rnn"),
          ("keras-tf-lstm-rnn", "tflite-keras-tf-lstm-rnn"), ("keras-tf-gru-rnn", "tflite-keras-tf-gru-rnn")),
         caveat="Checked with and without the XNNPACK delegate.",
+    ),
+    Question(
+        "chunked-and-stateful",
+        "Do stateful and chunked runs agree, and does a converted model stream? (PyTorch's carried `(h, c)`, "
+        "Keras's `stateful=True`, ONNX and TFLite state inputs)",
+        (Claim("Yes", "a sequence run in chunks, each call from the state the one before returned, gives the "
+                      "whole run's outputs within rounding on all {systems} systems run so ({cases} cases, worst "
+                      "err/bound {worst}): PyTorch's `(h_n, c_n)`, Keras's `initial_state` and `stateful=True`, "
+                      "and converted ONNX and TFLite models, their state an input and an output. Dropping the "
+                      "carried state is caught",
+               runs="chunked",
+               pairs=(("torch-lstm-rnn", "keras-tf-lstm-rnn"), ("torch-lstm-rnn", "torch-onnx-dynamo-lstm"),
+                      ("tf-keras-rnn", "tf2onnx-keras2-rnn"), ("keras-tf-rnn", "tflite-keras-tf-rnn"))),),
+        r"F(x_{1:T},\, h_0) = \big[\, F(x_{1:k},\, h_0) \;\big\Vert\; F(x_{k+1:T},\, h_k) \,\big], \qquad "
+        r"h_k = \text{the state the first call returns} \;\neq\; h_0",
+        (("torch-lstm-rnn", "keras-tf-lstm-rnn"), ("torch-lstm-rnn", "torch-onnx-dynamo-lstm"),
+         ("torch-gru-rnn", "torch-onnx-legacy-gru"), ("tf-keras-rnn", "tf2onnx-keras2-rnn"),
+         ("keras-tf-rnn", "tflite-keras-tf-rnn")),
+        notes=("Each call's outputs and returned state are held to the whole run's float64 reference over the "
+               "same steps, within the whole run's bound: the state handed on is the computed state itself, so a "
+               "call boundary adds no rounding. Run in chunks in the report, by how the state is carried:\n"
+               "{carries}",
+               "**Dropping the state** (every call started from the initial state) is a wrong run that each of "
+               "these systems must fail: the report counts it with their other wrong runs, {caught} of "
+               "{mutations} caught.{kept_out}"),
+        snippet=CHUNKED_SNIPPET, snippet_needs=("torch", "keras"),
+        caveat="`stateful=True` is not converted: its state lives in the layer's variables, and an ONNX model "
+               "keeps none between runs (onnx/keras-onnx#676, onnx/tensorflow-onnx#1152). Convert a model whose "
+               "state is an input (`initial_state`) and an output (`return_state=True`), or export a PyTorch "
+               "module that takes `(h_0, c_0)` and returns `(h_n, c_n)`, and feed it back each call.",
     ),
     Question(
         "onnx2tf",

@@ -253,3 +253,88 @@ def test_compare_prints_the_pages_lead_for_its_pair():
     printed = " ".join(text(result, 10_000, (question.anchor, plain(words_))))
     assert plain(words_) in printed and "**" not in printed
     assert lead_for("torch", "numpy-split") is None  # no question about the pair: no lead
+
+
+# --- stateful and chunked runs (issue 36): the lead is the report's chunked records ---------------------------
+
+from docgen.answers import carried_by, ratio, runs_rows
+
+CHUNKED = next(q for q in QUESTIONS if q.anchor == "chunked-and-stateful")
+
+
+def test_the_chunked_lead_quotes_the_reports_chunked_records():
+    """Its figures are read from the report when the page is generated, never typed in: change a chunked row
+    (within its bound) and the lead changes with it."""
+    rows = runs_rows("chunked", COMMITTED)
+    first = PAGE_SECTIONS[CHUNKED.anchor][2]
+    assert first.startswith("**Yes**: a sequence run in chunks")
+    assert f"on all {len({r['system'] for r in rows})} systems run so" in first
+    assert (f"({sum(r['chunked']['cases'] for r in rows)} cases, worst err/bound "
+            f"{ratio(max(r['chunked']['worst_ratio'] for r in rows))})") in first
+    changed = copy.deepcopy(COMMITTED)
+    row = next(r for r in changed["systems"] if r["chunked"]["cases"])
+    row["chunked"]["worst_ratio"], row["chunked"]["cases"] = 0.875, row["chunked"]["cases"] + 1000
+    again = lead(CHUNKED, changed)
+    assert "worst err/bound 0.875)" in again and f"({sum(r['chunked']['cases'] for r in rows) + 1000} cases" in again
+
+
+def chunked_row(report, prefix):
+    return next(r for r in report["systems"] if r["chunked"]["cases"] and r["system"].startswith(prefix)
+                and r["dtype"] == "float32")
+
+
+def beyond_its_bound(report):
+    chunked_row(report, "tflite-")["chunked"]["worst_ratio"] = 3.5
+
+
+def a_chunked_test_failed(report):  # an error before any comparison was recorded: no ratio to read
+    chunked_row(report, "torch-onnx-")["failed_tests"].append(
+        {"test": "tests/equivalence/test_padded.py::test_chunked_run_matches_whole_run[torch-onnx-legacy-x]",
+         "message": "RuntimeError: the exported model has no input for h0"})
+
+
+def dropping_the_state_passed(report):  # the mutation test fails, and its wrong run counts as not caught
+    row = chunked_row(report, "keras-tf-")
+    row["mutations_caught"] -= 1
+    row["failed_tests"].append({"test": "tests/equivalence/test_padded.py::"
+                                        "test_state_not_carried_between_chunks_is_detected[keras-tf-rnn]",
+                                "message": "AssertionError: state not carried went undetected"})
+
+
+def a_wrong_run_passed(report):  # the report does not say which wrong run: any one contradicts the lead
+    chunked_row(report, "onnx-ort")["mutations_caught"] -= 1
+
+
+@pytest.mark.parametrize("broken", [beyond_its_bound, a_chunked_test_failed, dropping_the_state_passed,
+                                    a_wrong_run_passed], ids=lambda f: f.__name__)
+def test_a_chunked_run_that_disagrees_stops_the_generator(broken):
+    lead(CHUNKED, COMMITTED)  # as committed: holds
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match="chunked-and-stateful: the lead says Yes, but "):
+        lead(CHUNKED, report)
+
+
+def test_a_lead_about_chunked_runs_needs_them_and_each_way_of_carrying_named():
+    none = copy.deepcopy(COMMITTED)
+    for row in none["systems"]:
+        row["chunked"] = {"cases": 0, "max_error": 0.0, "worst_ratio": 0.0}
+    with pytest.raises(AnswerContradicted, match="about chunked runs, but the report has none"):
+        lead(CHUNKED, none)
+    unconverted = copy.deepcopy(COMMITTED)  # the lead says converted models stream: some must have run in chunks
+    for row in unconverted["systems"]:
+        if carried_by(row["system"]) == "converted":
+            row["chunked"] = {"cases": 0, "max_error": 0.0, "worst_ratio": 0.0}
+    with pytest.raises(AnswerContradicted, match=r"none of the kind \['converted'\]"):
+        lead(CHUNKED, unconverted)
+
+
+def test_each_system_run_in_chunks_carries_its_state_one_named_way():
+    carried = {name: carried_by(name) for name in {r["system"] for r in runs_rows("chunked", COMMITTED)}}
+    converters = ("tflite-", "tf2onnx-", "torch-onnx-", "onnx2tf-", "nobuco-")
+    assert {n for n, how in carried.items() if how == "converted"} == {n for n in carried if n.startswith(converters)}
+    assert {n for n, how in carried.items() if how == "layer"} == {n for n in carried
+                                                                   if n.startswith(("keras-", "tf-keras-"))}
+    section = "\n".join(PAGE_SECTIONS[CHUNKED.anchor])
+    for how in ("**Keras layers**", "**The frameworks' own layers and ONNX nodes**", "**Converted models**"):
+        assert f"\n- {how}" in section, how
