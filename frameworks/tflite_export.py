@@ -75,7 +75,7 @@ class TfLiteConverted(KerasModelExport):
         return self.last_operators & {"WHILE", FUSED_LSTM, "UNIDIRECTIONAL_SEQUENCE_RNN",
                                       "BIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_RNN"}
 
-    def converter(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None):
+    def tflite_converter(self, native: Native, xs, state, config: LayerConfig, g: str, batch: int | None):
         """TFLite's converter of the model around the layers holding ``native``, builtin ops only, and the
         model's output names."""
         tf = self.tf
@@ -113,7 +113,7 @@ class TfLiteConverted(KerasModelExport):
         batch = xs.shape[1]
 
         def convert() -> bytes:
-            converter, _ = self.converter(native, xs, state, config, g, batch=batch)
+            converter, _ = self.tflite_converter(native, xs, state, config, g, batch=batch)
             with contextlib.redirect_stdout(io.StringIO()):  # Keras 3's export prints its endpoints
                 return converter.convert()
 

@@ -86,7 +86,7 @@ def test_tflite_refuses_a_free_batch_dimension(adapter):
     ("Lowering tensor list ops is failed"), loudly: hence the systems convert a model of the run's batch
     size. A release that converts it turns this red."""
     case = case_of(adapter, 5, 4, 2, 3, 995, adapter.configs[0])
-    converter, _ = adapter.converter(adapter.to_native(case.stack("float32"), case.config), case.inputs("float32"),
+    converter, _ = adapter.tflite_converter(adapter.to_native(case.stack("float32"), case.config), case.inputs("float32"),
                                      case.state("float32"), case.config, adapter.activations[0], batch=None)
     with pytest.raises(Exception, match="Lowering tensor list ops is failed"):
         converter.convert()
