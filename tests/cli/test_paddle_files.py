@@ -177,6 +177,16 @@ class Payload:
         return (self.call, (self.argument,))
 
 
+def assert_refused_and_nothing_ran(path, refused: str, marker: Path) -> None:
+    """The file at ``path`` is refused for naming the global ``refused``, by the library and by ``inspect`` (exit
+    2, no traceback), and the file its payload would have made (``marker``) is not there."""
+    with pytest.raises(FileRefused, match=rf"names {refused}, which is refused.*Nothing in the file was run"):
+        load_weights(path)
+    result = run("inspect", path)
+    assert result.exit_code == 2 and refused in result.output and "Traceback" not in result.output
+    assert not marker.exists(), refused
+
+
 def test_a_pdparams_with_a_payload_is_refused_and_nothing_runs(tmp_path):
     marker = tmp_path / "payload-ran"
     payloads = {"posix.system" if os.name == "posix" else "nt.system": Payload(os.system, f"touch '{marker}'"),
@@ -186,11 +196,7 @@ def test_a_pdparams_with_a_payload_is_refused_and_nothing_runs(tmp_path):
     for refused, payload in payloads.items():
         path = tmp_path / "hostile.pdparams"
         path.write_bytes(pickle.dumps({**real, "payload": payload}, protocol=4))  # as paddle.save pickles
-        with pytest.raises(FileRefused, match=rf"names {refused}, which is refused.*Nothing in the file was run"):
-            load_weights(path)
-        result = run("inspect", path)
-        assert result.exit_code == 2 and refused in result.output and "Traceback" not in result.output
-        assert not marker.exists(), refused
+        assert_refused_and_nothing_ran(path, refused, marker)
 
 
 class ForgedArray:

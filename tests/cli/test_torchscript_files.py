@@ -20,7 +20,7 @@ import pytest
 from rnn_equivalence.frameworks import files
 from rnn_equivalence.frameworks.files import FileRefused, find_recurrent, load_weights
 from tests.cli.test_inspect import run
-from tests.cli.test_paddle_files import Payload
+from tests.cli.test_paddle_files import Payload, assert_refused_and_nothing_ran
 
 # torch.jit.script, trace and save are deprecated in favour of torch.export, and trace warns of Python branches:
 # the archives are the ones users have, written by the functions that are still there.
@@ -248,11 +248,7 @@ def test_a_payload_in_data_pkl_is_refused_by_name_and_nothing_runs(tmp_path):
         data = pickle.dumps(payload, protocol=3) if payload is not None else \
             b"\x80\x02ctorch._utils\n_rebuild_qtensor\n)R."  # a global torch has, not admitted here
         path = hostile_archive(tmp_path / "hostile.pt", data)
-        with pytest.raises(FileRefused, match=rf"names {refused}, which is refused.*Nothing in the file was run"):
-            load_weights(path)
-        result = run("inspect", path)
-        assert result.exit_code == 2 and refused in result.output and "Traceback" not in result.output
-        assert not marker.exists(), refused
+        assert_refused_and_nothing_ran(path, refused, marker)
 
 
 class Storage:
