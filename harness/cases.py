@@ -182,7 +182,10 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     system (``TestPlan.converter``), short of full depth: one case per structure of the design
     (``once_per_structure``), its weights seeded by its structure (``by_structure``)."""
     levels = factors(adapter, depth)
-    rows = design(levels, depth)
+    # A converted system at default depth converts once per structure of the quick design (every level
+    # of every factor once), not of the covering design: each structure is a conversion of 2-4 s, and
+    # the pairs of structure levels are met at full depth (rnn_equivalence.harness.depth).
+    rows = design(levels, "quick" if converts_once_per_structure(adapter, depth) else depth)
     if depth == "default":  # a dtype the covering design gave fewer rows takes the first rows of the others
         for dtype in adapter.dtypes:
             mine = [row for row in rows if row["dtype"] == dtype]

@@ -25,20 +25,33 @@ def design_case(adapter, depth, seed, config, g, fallback_seed):
     return same[0] if same else case_of(adapter, 5, 4, 2, 3, fallback_seed, config, activation=g)
 
 
+def design_models(adapter, depth, seed, *more_configs):
+    """The converted models the reference and padded tests convert (one per structure of the design:
+    rnn_equivalence.harness.depth), one case per (activation, configuration) among them, then a case of
+    each of ``more_configs`` the design lacks (its first activation, a conversion of its own). The design
+    meets every activation and every configuration (asserted), so what is checked on these models holds
+    for each level without converting any model for it alone."""
+    designed = cases_for(adapter, depth, seed) + (padded_cases(adapter, depth, seed) if adapter.padded_configs else [])
+    runs = list({(c.activation, c.config): c for c in reversed(designed)}.values())[::-1]
+    assert {c.activation for c in runs} == set(adapter.activations), "the design lacks an activation"
+    met = {replace(c.config, initial_state=True) for c in runs}
+    assert {replace(c, initial_state=True) for c in adapter.configs} <= met, "the design lacks a configuration"
+    runs += [design_case(adapter, depth, seed, config, adapter.activations[0], 990 + k)
+             for k, config in enumerate(more_configs) if replace(config, initial_state=True) not in met]
+    return runs
+
+
 @pytest.mark.applies_to(lambda cls: is_tf2onnx(cls))
 def test_tf2onnx_emits_the_declared_nodes(adapter, depth, design_seed):
-    """Each activation the system has, on its first configuration, and its padded (Masking) configurations:
-    the converted model holds one kind of recurrent node, the fused node the system declares (``FUSED``:
-    an LSTM always, a reset-after GRU with the default activations; never with a Masking layer in front)
-    or a Loop. A release that fuses more, or less, turns this red."""
-    runs = [(g, adapter.configs[0]) for g in adapter.activations]
-    runs += [(adapter.activations[0], config) for config in adapter.padded_configs]
-    assert adapter.activations and adapter.padded_configs
-    for k, (g, config) in enumerate(runs):
-        case = design_case(adapter, depth, design_seed, config, g, 990 + k)
-        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
-        assert adapter.recurrent_operators() == {adapter.expected_operator(config, g)}, (
-            g, config, adapter.recurrent_operators())
+    """Every converted model of the design (``design_models``: each activation, each configuration, the padded
+    (Masking) ones): it holds one kind of recurrent node, the fused node the system declares (``FUSED``: an
+    LSTM always, a reset-after GRU with the default activations; never with a Masking layer in front) or a
+    Loop. A release that fuses more, or less, turns this red."""
+    assert adapter.padded_configs
+    for case in design_models(adapter, depth, design_seed):
+        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config, case.padding)
+        assert adapter.recurrent_operators() == {adapter.expected_operator(case.config, case.activation)}, (
+            case.activation, case.config, adapter.recurrent_operators())
 
 
 @pytest.mark.applies_to(lambda cls: cls.name == "tf2onnx-keras2-lstm-rnn")
@@ -64,20 +77,16 @@ def is_tflite(cls):
 
 @pytest.mark.applies_to(lambda cls: is_tflite(cls))
 def test_tflite_emits_the_declared_ops(adapter, depth, design_seed):
-    """Each activation the system has on its first configuration, and each configuration (the mutations'
-    and options' one too) with its first activation: the converted model's main graph holds one recurrent
-    op, TFLite's fused LSTM kernel where the system declares it (Keras 2's LSTM with its default
-    activations, neither go_backwards nor return_state nor a Masking layer) or a WHILE loop. A release
-    that fuses more, or less, turns this red."""
-    runs = [(g, adapter.configs[0]) for g in adapter.activations]
-    runs += [(adapter.activations[0], config)
-             for config in (*adapter.configs[1:], adapter.mutation_config, *adapter.padded_configs)]
-    assert runs and adapter.padded_configs
-    for k, (g, config) in enumerate(runs):
-        case = design_case(adapter, depth, design_seed, config, g, 990 + k)
-        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config)
-        assert adapter.recurrent_operators() == {adapter.expected_operator(config, g)}, (
-            g, config, adapter.recurrent_operators())
+    """Every converted model of the design (``design_models``: each activation, each configuration, the
+    padded ones) and the mutations' configuration: the converted model's main graph holds one recurrent op,
+    TFLite's fused LSTM kernel where the system declares it (Keras 2's LSTM with its default activations,
+    neither go_backwards nor return_state nor a Masking layer) or a WHILE loop. A release that fuses more,
+    or less, turns this red."""
+    assert adapter.padded_configs
+    for case in design_models(adapter, depth, design_seed, adapter.mutation_config):
+        adapter.run(case.stack("float32"), case.inputs("float32"), case.state("float32"), case.config, case.padding)
+        assert adapter.recurrent_operators() == {adapter.expected_operator(case.config, case.activation)}, (
+            case.activation, case.config, adapter.recurrent_operators())
 
 
 @pytest.mark.applies_to(lambda cls: is_tflite(cls) and cls.family == "lstm")
