@@ -35,7 +35,9 @@ free dimensions, masking), not on the weights' values. So, short of full depth, 
   ``applies_to(..., short_of_full=...)``). The wrong runs that reuse a converted model (lengths one
   short, the mask ignored, the state not carried) all run;
 - checks what one code path does for every layer once per converter and Keras, on its LSTM: a model
-  built once per structure, converted again with another case's weights, holds them
+  built once per structure, converted again with another case's weights, holds them; an
+  ``Embedding(mask_zero=True)`` in front masks the converted model (its mask reaches the recurrent layer
+  as a Masking layer's does, which every converted system's padded tests check)
   (tests/equivalence/test_converters.py).
 
 Measured (default depth, each conversion logged by test): tflite-keras2-gru-rnn needed 19 converted models

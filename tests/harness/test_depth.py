@@ -153,11 +153,14 @@ def test_a_converted_system_runs_one_wrong_mapping_by_default(name):
     assert {n for n in CONVERTED if n in _systems_at(test_options_dropped_or_confused_are_detected, "full")}
 
 
-def test_a_model_converted_again_is_checked_on_each_converters_lstm_by_default():
+@pytest.mark.parametrize("test", ["test_a_model_converted_again_holds_the_new_weights",
+                                  "test_an_embedding_with_mask_zero_masks_the_converted_model"])
+def test_a_keras_converter_check_runs_on_each_converters_lstm_by_default(test):
     """Short of full depth the test runs on one LSTM per converter and Keras; at full depth on every Keras
     converted system."""
-    from tests.equivalence.test_converters import test_a_model_converted_again_holds_the_new_weights as test
+    import tests.equivalence.test_converters as module
 
+    test = getattr(module, test)
     assert _systems_at(test, "default") == {"tflite-keras2-lstm-rnn", "tflite-keras-tf-lstm-rnn",
                                             "tf2onnx-keras2-lstm-rnn"}
     assert len(_systems_at(test, "full")) == 12
