@@ -46,6 +46,7 @@ class NobucoConverted:
     """The module ``TorchLayer.module`` builds, converted by nobuco into a Keras model, run in Keras."""
 
     environment = ENVIRONMENT
+    converter = "nobuco.pytorch_to_keras"  # a converted system: the depth rules of rnn_equivalence.harness.depth
     dtypes = ("float32",)  # the Keras model's (nobuco builds its layers in Keras's floatx)
     distributions = ("nobuco", "torch", "tensorflow")
     requires = ("nobuco", "torch", "tensorflow")

@@ -67,6 +67,7 @@ class Onnx2TfSystem(OnnxOperator):
     requires = ("onnx2tf", "onnx", "ai_edge_litert")
     dtypes = ("float32",)  # TFLite's float kernels
     environment = ENVIRONMENT
+    converter = "onnx2tf.convert"  # a converted system: the depth rules of rnn_equivalence.harness.depth
 
 
 # What onnx2tf 2.6.9 does with what the ONNX systems declare (measured: tests/equivalence/test_onnx2tf.py).
