@@ -3,13 +3,18 @@
     nox                                  every entry at full depth, then the merged table (docs/MATRIX.md)
     nox -- --depth=default               every entry at the default depth (arguments after -- go to pytest)
     nox -s "tensorflow(tf='2.20')"       one entry
-    nox -s matrix                        merge what the entries left in matrix-reports/
+    nox -s matrix                        commit what the entries left in matrix-reports/ to docs/matrix/,
+                                         then docs/MATRIX.md from every entry there
 
 Each entry installs its pins, checks that they import, runs the suite on the
 systems those pins affect with ``--equivalence-report``, and leaves
 ``matrix-reports/<entry>/session.json`` beside the report. An entry whose pins
 do not install or import records that and fails; the others go on, and
-``matrix`` shows it as a row rather than crashing. torch stays at 2.13.0
+``matrix`` shows it as a row rather than crashing. matrix-reports/ is not
+committed: ``matrix`` writes each entry it finds there to
+``docs/matrix/<entry>.json`` (replacing that entry's earlier run) and makes
+the table of every entry in docs/matrix/, so one entry rerun updates its
+column and keeps the others. torch stays at 2.13.0
 (the CPU wheel on this machine's disk) except in the torch entries: any other
 torch is a CUDA build of several GB, which runs on the CPU.
 """
@@ -133,10 +138,12 @@ def torch(session, version):
 
 @nox.session(python=False)
 def matrix(session):
-    """Merge every entry's session.json and report into docs/MATRIX.md, after the committed report's column (the
-    versions of the project's own environment, at full depth)."""
-    session.run(sys.executable, "-m", "docgen.matrix", "merge", str(REPORTS),
-                "--output", str(ROOT / "docs" / "MATRIX.md"), "--committed", str(ROOT / "docs" / "equivalence.json"))
+    """Write each entry left in matrix-reports/ to docs/matrix/<entry>.json, replacing its earlier run, then
+    docs/MATRIX.md from every entry there, after the committed report's column (the versions of the project's
+    own environment, at full depth)."""
+    docs = ROOT / "docs"
+    session.run(sys.executable, "-m", "docgen.matrix", "merge", str(REPORTS), "--entries", str(docs / "matrix"),
+                "--output", str(docs / "MATRIX.md"), "--committed", str(docs / "equivalence.json"))
 
 
 # --- tools that cannot live in the main environment (Adapter.environment) -------------------------------

@@ -6,7 +6,14 @@ how far it got) and, when the suite ran, the ``equivalence.json`` written by
 ``--equivalence-report``. An entry that failed to install or import is a row of
 the sessions table saying so; its column in the matrix reads "not run".
 
-    python -m docgen.matrix merge matrix-reports/ --output docs/MATRIX.md
+Those folders are not committed. With ``--entries docs/matrix``, each one is first
+written there as ``<session>.json`` (the session record and the part of the report
+the table shows, replacing the earlier run of that session), and the table is made
+of every entry in that folder: rerunning one entry updates its column and keeps the
+others.
+
+    python -m docgen.matrix merge matrix-reports/ --entries docs/matrix --committed docs/equivalence.json \
+        --output docs/MATRIX.md
     python -m docgen.matrix record matrix-reports/tf-2.20 --session tf-2.20 \
         --requested '{"tensorflow": "2.20.*"}' --status "tests ran" --installed tensorflow,tf_keras
 """
@@ -42,6 +49,8 @@ def starting_with(names, prefixes: tuple[str, ...], exclude: tuple[str, ...] = (
 def selected(kind: str, names) -> list[str]:
     """The systems among ``names`` an entry of ``kind`` runs (``SELECTIONS``)."""
     return starting_with(names, *SELECTIONS[kind])
+
+
 REPORT_FILE = "equivalence.json"
 # How far an entry got; only "tests ran" has a report.
 STATUSES = ("install failed", "import failed", "tests ran")
@@ -60,9 +69,9 @@ def write_session(directory, *, session: str, requested: dict, status: str, mess
         "installed": installed or {}, "pytest_exit": pytest_exit, "seconds": seconds}, indent=2) + "\n")
 
 
-def _natural(path: Path):
+def _natural(name: str):
     """jax-0.9.2 before jax-0.10.2: numbers compare as numbers."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.parent.name)]
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 COMMITTED = "committed"  # the entry of the committed report (``committed_entry``)
@@ -78,19 +87,144 @@ def committed_entry(path) -> dict:
             "pytest_exit": None, "seconds": None, "report": report}
 
 
-def load_entries(root, committed=None) -> list[dict]:
-    """Every entry under ``root`` (one folder each), after the committed report's where ``committed`` names it."""
+# A committed entry (docs/matrix/<session>.json): the session record and, of its report, what markdown() reads.
+# Small on purpose: a diff of the folder reads as "what changed in the table". Raise ENTRY_SCHEMA when it changes.
+ENTRY_SCHEMA = 1
+# Each key's type; a tuple lists the ones allowed, None a null (a bootstrapped entry's unknowns are null).
+SESSION_SHAPE = {"session": str, "requested": dict, "status": str, "message": str, "installed": dict,
+                 "pytest_exit": (int, None), "seconds": (int, float, None)}
+ENTRY_SHAPE = {"schema_version": int, **SESSION_SHAPE, "source": str, "report": (dict, None)}
+OPTIONAL = ("source",)  # where a bootstrapped entry came from; a fresh one has none
+REPORT_SHAPE = {"date": (str, None), "depth": (str, None), "outcomes": dict, "environment": (dict, None),
+                "systems": list}
+ENVIRONMENT_SHAPE = {"python": str, "os": str, "cpu": str, "cores": int}  # the table's machine line
+ROW_SHAPE = {"system": str, "dtype": str, "verdict": str, "worst_ratio": (int, float, None), "cases": (int, None),
+             "known_issues": list, "failed_tests": list}
+FAILED_SHAPE = {"test": str, "message": str}
+
+
+def entry_record(entry: dict) -> dict:
+    """``entry`` as committed: ``ENTRY_SHAPE``, its report cut to ``REPORT_SHAPE``."""
+    report = entry["report"]
+    if report is not None:
+        environment = report.get("environment")
+        report = {"date": report.get("date"), "depth": report.get("depth"), "outcomes": report["outcomes"],
+                  "environment": environment and {k: environment[k] for k in ENVIRONMENT_SHAPE},
+                  "systems": [{**{k: row[k] for k in ROW_SHAPE},
+                               "failed_tests": [{k: f[k] for k in FAILED_SHAPE} for f in row["failed_tests"]]}
+                              for row in report["systems"]]}
+    kept = {k: entry[k] for k in ENTRY_SHAPE if k in entry}
+    return {"schema_version": ENTRY_SCHEMA, **kept, "report": report}
+
+
+def write_entry(entry: dict, directory) -> Path:
+    if not re.fullmatch(r"[\w.+-]+", entry["session"]):  # the session names the file
+        raise SystemExit(f"session {entry['session']!r} cannot name a file in {directory}")
+    path = Path(directory) / f"{entry['session']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_entry_json(entry_record(entry)))
+    return path
+
+
+def _entry_json(record: dict) -> str:
+    """``record`` indented, each report row on one line: a rerun's diff is then a line per changed cell."""
+    rows = record["report"]["systems"] if record["report"] else []
+    text = json.dumps({**record, "report": record["report"] and {**record["report"], "systems": []}},
+                      indent=2, ensure_ascii=False)
+    if not rows:
+        return text + "\n"
+    end = '"systems": []\n  }\n}'  # the report is the record's last key, its rows the report's
+    assert text.endswith(end), "entry_record keeps report last, and systems last in it"
+    lines = ",\n".join(f"      {json.dumps(row, ensure_ascii=False)}" for row in rows)
+    return text[:-len(end)] + f'"systems": [\n{lines}\n    ]\n  }}\n}}\n'
+
+
+def _shape_errors(value, shape: dict, where: str) -> list[str]:
+    """What in ``value`` does not fit ``shape`` (key -> type, a tuple of types, None for null)."""
+    if not isinstance(value, dict):
+        return [f"{where} is not an object"]
+    errors = [f"{where} lacks {key!r}" for key in shape if key not in value and key not in OPTIONAL]
+    errors += [f"{where} has unknown {key!r}" for key in value if key not in shape]
+    for key, allowed in shape.items():
+        types = tuple(type(None) if t is None else t for t in (allowed if isinstance(allowed, tuple) else (allowed,)))
+        if key in value and not isinstance(value[key], types):
+            errors.append(f"{where}[{key!r}] is {type(value[key]).__name__}")
+    return errors
+
+
+def _entry_errors(entry: dict) -> list[str]:
+    errors = _shape_errors(entry, ENTRY_SHAPE, "the entry")
+    report = entry.get("report")
+    if errors or report is None:
+        return errors
+    errors = _shape_errors(report, REPORT_SHAPE, "report")
+    if report.get("environment") is not None:
+        errors += _shape_errors(report["environment"], ENVIRONMENT_SHAPE, "report['environment']")
+    for i, row in enumerate(report["systems"] if isinstance(report.get("systems"), list) else []):
+        errors += _shape_errors(row, ROW_SHAPE, f"report['systems'][{i}]")
+        if errors:
+            continue
+        errors += [e for j, failed in enumerate(row["failed_tests"])
+                   for e in _shape_errors(failed, FAILED_SHAPE, f"report['systems'][{i}]['failed_tests'][{j}]")]
+        try:  # the types fit, the values too? (a null ratio where the cell shows one)
+            cell_text(row)
+        except (TypeError, ValueError) as error:
+            errors.append(f"report['systems'][{i}] makes no cell: {error}")
+    return errors
+
+
+def read_entry(path) -> dict:
+    """A committed entry, checked: a file that is not one is an error naming it, never a traceback in markdown()."""
+    path = Path(path)
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
+        raise SystemExit(f"{path}: not a matrix entry: {error}") from None
+    version = entry.get("schema_version") if isinstance(entry, dict) else None
+    if version != ENTRY_SCHEMA:
+        raise SystemExit(f"{path}: a matrix entry of schema_version {version!r}, docgen.matrix reads {ENTRY_SCHEMA}: "
+                         "rerun its session, then `nox -s matrix`")
+    errors = _entry_errors(entry)
+    if not errors and entry["status"] not in STATUSES:
+        errors.append(f"status {entry['status']!r} is none of {STATUSES}")
+    if not errors and entry["session"] != path.stem:
+        errors.append(f"session {entry['session']!r} is not the file's name")
+    if errors:
+        raise SystemExit(f"{path}: not a matrix entry: " + "; ".join(errors))
+    del entry["schema_version"]
+    return entry
+
+
+def fresh_entries(root) -> list[dict]:
+    """The entries the matrix sessions left under ``root``, one folder each (none where ``root`` does not exist)."""
     entries = []
-    for session_file in sorted(Path(root).glob(f"*/{SESSION_FILE}"), key=_natural):
+    for session_file in Path(root).glob(f"*/{SESSION_FILE}"):
         entry = json.loads(session_file.read_text())
         report = session_file.with_name(REPORT_FILE)
         entry["report"] = json.loads(report.read_text()) if report.exists() else None
         if entry["status"] == "tests ran" and entry["report"] is None:
             entry["message"] = f"no {REPORT_FILE}: pytest exited {entry['pytest_exit']}"
         entries.append(entry)
-    if not entries:
-        raise SystemExit(f"no {SESSION_FILE} under {root}: run the matrix sessions first")
-    return ([committed_entry(committed)] if committed else []) + entries
+    return entries
+
+
+def load_entries(root, committed=None, entries=None) -> list[dict]:
+    """The table's entries: the committed report's where ``committed`` names it, then by session name those
+    under ``root`` (None: none). Where ``entries`` names the folder of committed entries, each one under
+    ``root`` is first written there, replacing the earlier run of its session, and the table is made of that
+    folder: what is committed is exactly what the table shows."""
+    fresh = fresh_entries(root) if root else []
+    if entries:
+        for entry in fresh:
+            write_entry(entry, entries)
+        found = [read_entry(path) for path in Path(entries).glob("*.json")]
+    else:
+        found = fresh
+    if not found:
+        raise SystemExit(f"no {SESSION_FILE} under {root}" + (f" nor entry in {entries}" if entries else "")
+                         + ": run the matrix sessions first")
+    found.sort(key=lambda entry: _natural(entry["session"]))
+    return ([committed_entry(committed)] if committed else []) + found
 
 
 def cell_text(system: dict) -> str:
@@ -179,6 +313,8 @@ def main(argv=None) -> int:
     merge.add_argument("root", help="folder holding one sub-folder per matrix entry")
     merge.add_argument("--output", required=True, help="the Markdown file to write")
     merge.add_argument("--committed", default=None, help="the committed report (equivalence.json): the first column")
+    merge.add_argument("--entries", default=None,
+                       help="the folder of committed entries (docs/matrix): ROOT's are written there, then all merged")
     record = commands.add_parser("record", help="write an entry's session.json")
     record.add_argument("directory")
     record.add_argument("--session", required=True)
@@ -193,7 +329,7 @@ def main(argv=None) -> int:
                       message=args.message, installed=installed_versions(filter(None, args.installed.split(","))),
                       seconds=args.seconds)
         return 0
-    Path(args.output).write_text(markdown(load_entries(args.root, args.committed)))
+    Path(args.output).write_text(markdown(load_entries(args.root, args.committed, args.entries)))
     print(f"wrote {args.output}")
     return 0
 

@@ -1,6 +1,7 @@
 """The version matrix: nox sessions, the merge into one table, and the GitHub workflow that runs it."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,76 @@ def test_the_committed_report_is_the_first_column(tmp_path):
            "2026-11-26 | full |  | 4 passed |" in text
     with pytest.raises(SystemExit, match="run the matrix sessions first"):
         matrix.load_entries(tmp_path / "nothing", tmp_path / "equivalence.json")
+
+
+def _merge(root: Path, entries: Path) -> str:
+    output = root.parent / "MATRIX.md"
+    matrix.main(["merge", str(root), "--entries", str(entries), "--output", str(output)])
+    return output.read_text()
+
+
+def test_a_fresh_entry_replaces_its_committed_one_and_keeps_the_others(tmp_path):
+    entries = tmp_path / "docs-matrix"
+    _entry(tmp_path / "first", "tf-a", "tests ran", _report("tf1", ratio=0.164))
+    _entry(tmp_path / "first", "tf-b", "tests ran", _report("tf1", ratio=0.5))
+    _merge(tmp_path / "first", entries)
+    assert sorted(p.name for p in entries.iterdir()) == ["tf-a.json", "tf-b.json"]
+    _entry(tmp_path / "rerun", "tf-a", "tests ran", _report("tf1", verdict="NOT equivalent", ratio=3.5))
+    text = _merge(tmp_path / "rerun", entries)
+    assert "| tf1 | float32 | ✗ 3.500 | ✓ 0.500 |" in text
+    committed = json.loads((entries / "tf-a.json").read_text())
+    assert committed["schema_version"] == matrix.ENTRY_SCHEMA
+    assert committed["report"]["systems"][0]["worst_ratio"] == 3.5
+    # A merge with no fresh entry makes the same table of what is committed.
+    assert _merge(tmp_path / "no-entries-run", entries).split("\n", 3)[3] == text.split("\n", 3)[3]
+
+
+def test_an_entry_as_committed_makes_the_table_its_whole_report_makes(tmp_path):
+    """What docs/matrix/ keeps of a report is enough: the committed report, as an entry, renders the same."""
+    _entry(tmp_path / "run", "full", "tests ran", json.loads((ROOT / "docs" / "equivalence.json").read_text()))
+    whole = matrix.markdown(matrix.load_entries(tmp_path / "run"), title_date="then")
+    kept = matrix.markdown(matrix.load_entries(tmp_path / "run", entries=tmp_path / "entries"), title_date="then")
+    assert kept == whole
+    committed, report = tmp_path / "entries" / "full.json", tmp_path / "run" / "full" / matrix.REPORT_FILE
+    assert committed.stat().st_size < report.stat().st_size / 5, "an entry as committed is a small part of its report"
+
+
+def _valid_entry() -> dict:
+    return matrix.entry_record({"session": "tf-a", "requested": {}, "status": "tests ran", "message": "",
+                                "installed": {}, "pytest_exit": 0, "seconds": 1.0, "report": _report("tf1")})
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "not a matrix entry"),
+    (json.dumps({**_valid_entry(), "schema_version": 0}), "schema_version 0"),
+    (json.dumps([1, 2]), "schema_version None"),
+    (json.dumps({k: v for k, v in _valid_entry().items() if k != "installed"}), "lacks 'installed'"),
+    (json.dumps({**_valid_entry(), "status": "ran"}), "status 'ran'"),
+    (json.dumps({**_valid_entry(), "session": "tf-b"}), "session 'tf-b' is not the file's name"),
+    (json.dumps({**_valid_entry(), "colour": "red"}), "unknown 'colour'"),
+    (json.dumps({**_valid_entry(), "report": {**_valid_entry()["report"], "systems": [{"system": "tf1"}]}}),
+     r"report\['systems'\]\[0\] lacks 'dtype'"),
+    (json.dumps(_valid_entry()).replace('"worst_ratio": 0.1', '"worst_ratio": "0.1"'), "'worst_ratio'\\] is str"),
+    (json.dumps(_valid_entry()).replace('"worst_ratio": 0.1', '"worst_ratio": null'), "makes no cell"),
+], ids=["not-json", "other-schema", "not-an-object", "missing-key", "bad-status", "renamed", "unknown-key",
+        "bad-row", "bad-type", "null-ratio"])
+def test_a_malformed_committed_entry_is_refused_by_name(tmp_path, text, why):
+    (tmp_path / "entries").mkdir()
+    (tmp_path / "entries" / "tf-b.json").write_text(json.dumps(_valid_entry()).replace("tf-a", "tf-b"))
+    broken = tmp_path / "entries" / "tf-a.json"
+    broken.write_text(text)
+    with pytest.raises(SystemExit, match=re.escape(str(broken)) + ".*" + why):
+        matrix.load_entries(None, entries=tmp_path / "entries")
+
+
+def test_the_committed_matrix_is_what_its_entries_make():
+    """docs/MATRIX.md is what `nox -s matrix` makes of docs/matrix/*.json and docs/equivalence.json, its
+    "Merged" date apart: neither can change without the other."""
+    text = (ROOT / "docs" / "MATRIX.md").read_text()
+    date = re.search(r"^Merged (\S+) from", text, re.M).group(1)
+    entries = matrix.load_entries(None, ROOT / "docs" / "equivalence.json", ROOT / "docs" / "matrix")
+    assert matrix.markdown(entries, title_date=date) == text, (
+        "docs/MATRIX.md is not what docs/matrix/ and docs/equivalence.json make: run nox -s matrix")
 
 
 def test_every_kind_of_entry_selects_systems_of_its_own():
