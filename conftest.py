@@ -25,7 +25,7 @@ from rnn_equivalence.harness import selection as selection_mod  # noqa: E402
 from rnn_equivalence.harness import schedule, shards  # noqa: E402
 from rnn_equivalence.harness import parametrize  # noqa: E402
 from rnn_equivalence.reference.comparison import BoundExceeded, KnownIssueObserved  # noqa: E402
-from rnn_equivalence.harness.depth import DEPTHS  # noqa: E402
+from rnn_equivalence.harness.depth import DEPTHS, factor_design  # noqa: E402
 from rnn_equivalence.harness.known_issues import KNOWN_ISSUES, shows_as  # noqa: E402
 from rnn_equivalence.harness.summary import Summary  # noqa: E402
 
@@ -100,6 +100,13 @@ def pytest_configure(config):
         "applies_to(predicate, short_of_full=None): generate the test only for the systems whose adapter class "
         "satisfies predicate(cls); short of full depth, short_of_full(cls) where given (a coverage decision of "
         "rnn_equivalence.harness.depth)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "factors(**levels): a test of the reference or the machinery parametrised over the combinations of its "
+        "factors that the run's depth asks for (rnn_equivalence.harness.depth.factor_design); each keyword names "
+        "a factor's arguments (comma-separated), its value the levels (a tuple per level for several arguments, "
+        "pytest.param for an id)",
     )
     config.addinivalue_line(
         "markers",
@@ -231,10 +238,32 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize(request.arguments, [
             _with_known_issue(cls, values, row)
             for cls in classes for values, row in parametrize.system_parameter_sets(cls, request, depth, seed)])
+    factors = definition.get_closest_marker("factors")
+    if factors is not None:
+        metafunc.parametrize(",".join(factors.kwargs), _factor_parameter_sets(factors.kwargs, depth))
     if "system_pair" in fixtures:
         metafunc.parametrize(("system_pair", "pair_case"), [
             pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}", marks=_child_group(adapter_class(b)))
             for a, b, case in parametrize.pair_parameter_sets(classes, definition.nodeid, depth, seed)])
+
+
+def _factor_parameter_sets(levels: dict, depth: str) -> list:
+    """A ``factors`` marker's parameter sets at ``depth``: one per row of its design, the ids of its levels
+    joined."""
+    from _pytest.mark import ParameterSet
+
+    def level(names, value, i):
+        if isinstance(value, ParameterSet):
+            return value.values, value.id if value.id is not None else str(i)
+        values = tuple(value) if "," in names else (value,)
+        return values, "-".join(map(str, values))
+
+    rows = factor_design({names: tuple(range(len(values))) for names, values in levels.items()}, depth)
+    sets = []
+    for row in rows:
+        parts = [level(names, levels[names][i], i) for names, i in row.items()]
+        sets.append(pytest.param(*(v for values, _ in parts for v in values), id="-".join(i for _, i in parts)))
+    return sets
 
 
 def _with_known_issue(cls, values, row):

@@ -50,12 +50,36 @@ distinct models before, 13 after. The chunked runs (a model per chunk length) ma
 At full depth a converted system runs every case and every mutation, as every other system does.
 Converted models are kept across runs besides (``rnn_equivalence.frameworks.conversion_cache``).
 
+Tests of the reference and the machinery (no system: they run in every selection, the NumPy-only run's
+cost) follow the depth too, where a test runs a product of factors: at full depth the whole product; short
+of it every level of every factor, and every pair of levels where that is fewer runs than the product. A
+test declares its factors with the ``factors`` marker (conftest.py; ``factor_design``: every pair of levels
+at default, or every level once where the pairs are the product, i.e. one or two factors), or says its
+rule where it runs:
+
+- tests/reference/test_backward.py: the directional differences over every pair of family (activation,
+  variant), structure (one layer, two bidirectional) and padding (whole, post, pre); the float32 running
+  bound, each family on one of its two seeds, in turn;
+- tests/reference/test_options.py: each options set in one configuration (a cell, two bidirectional
+  layers), in turn;
+- tests/reference/test_half_precision.py: two bidirectional layers over 50 steps (most of its time) for
+  each family in one dtype, the dtypes in turn (the other three structures in every dtype: every pair of
+  dtype, family, layers and steps met); each wrong mapping on each structure with one of the two seeds, the
+  seeds exchanged from one mutation to the next;
+- tests/harness/test_conversion_cache.py: the two processes writing one entry write it 25 times each, not
+  100 (the reads still meet the writes: the test asserts it).
+
+Tests of a framework's machinery run where the run selects that framework's systems, as a child run about a
+system does (``require_system``): tests/harness/test_jax_cache.py's JAX processes where a system on JAX is
+selected (an error, not a skip, where JAX is missing and the run selects it under CI=true or by name).
+
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 DEPTHS = ("quick", "default", "full")
 
@@ -83,6 +107,15 @@ def design(factors: dict[str, tuple], depth: str) -> list[dict]:
     else:
         rows = ([level[i % len(level)] for level in levels] for i in range(max(map(len, levels))))
     return [dict(zip(names, row)) for row in rows]
+
+
+def factor_design(factors: dict[str, tuple], depth: str) -> list[dict]:
+    """The combinations a test of the reference or the machinery runs at ``depth`` (its ``factors`` marker,
+    conftest.py): full, the product; default, every pair of levels where that is fewer rows than the
+    product, else (one or two factors) every level once; quick, every level once."""
+    if depth == "default" and len(design(factors, "default")) >= math.prod(map(len, factors.values())):
+        depth = "quick"
+    return design(factors, depth)
 
 
 def all_pairs(levels: list[tuple]) -> list[tuple]:

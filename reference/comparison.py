@@ -98,10 +98,11 @@ def assert_dtype(actual: dict, dtype: str, who: str) -> None:
 def compare_references(stack_a, stack_b, xs, state, dtype: str, what: str, padding=None) -> Comparison:
     """Two parameter stacks' reference outputs against each other: |ref(a) - ref(b)| against
     bound_a + bound_b in ``dtype`` (each the reference's own rounding in that dtype), the worst output.
-    ``stack_b`` may be its (reference, bound) already computed, for a module compared with many.
+    Either stack may be its (reference, bound) already computed, for a module compared with many.
     ``padding``: a padded batch's lengths (``rnn_equivalence.reference.padding.Padding``), padded steps
     reported as zeros on both sides (the function on the real steps is what is compared)."""
-    exact_a, bound_a = reference_and_bound(stack_a, xs, state, dtype, padding=padding)
+    exact_a, bound_a = stack_a if isinstance(stack_a, tuple) else \
+        reference_and_bound(stack_a, xs, state, dtype, padding=padding)
     exact_b, bound_b = stack_b if isinstance(stack_b, tuple) else \
         reference_and_bound(stack_b, xs, state, dtype, padding=padding)
     return compare_outputs(exact_b, exact_a, pair_bound(bound_a, bound_b), what)

@@ -129,13 +129,22 @@ def mistakes(stack: StackParams):
     return out
 
 
-def explain(a, b, xs, state, padding=None) -> list[Explanation]:
-    """The mistakes that, applied to ``a``, give ``b``'s function within the bound, best first."""
+def suspects(a, xs, state, padding=None) -> list[tuple[str, tuple]]:
+    """Every mistake of the catalogue made on ``a``, with the float32 reference and bound of ``a`` so changed:
+    (description, (exact, bound)). They depend on ``a`` and the inputs alone: computed once for a module that
+    ``explain`` compares with many."""
+    return [(what, reference_and_bound(change(a.params), xs, state, "float32", padding=padding))
+            for what, change in mistakes(a.params)]
+
+
+def explain(a, b, xs, state, padding=None, suspected=None) -> list[Explanation]:
+    """The mistakes that, applied to ``a``, give ``b``'s function within the bound, best first.
+    ``suspected``: ``suspects(a, xs, state, padding)``, where already computed."""
     target = reference_and_bound(b.params, xs, state, "float32", padding=padding)  # b's, once
     before = compare_references(a.params, target, xs, state, "float32", "before", padding).ratio
     found = []
-    for what, change in mistakes(a.params):
-        after = compare_references(change(a.params), target, xs, state, "float32", what, padding).ratio
+    for what, made in suspects(a, xs, state, padding) if suspected is None else suspected:
+        after = compare_references(made, target, xs, state, "float32", what, padding).ratio
         if after <= 1.0:
             found.append(Explanation(what, after, before))
     return sorted(found, key=lambda e: e.ratio_after)

@@ -253,9 +253,10 @@ def framework_run(module, xs, state, padding=None) -> dict:
 
 
 def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: bool = False,
-                   steps: int = STEPS, inputs=None, lengths=None, mask=None) -> Verdict:
+                   steps: int = STEPS, inputs=None, lengths=None, mask=None, suspected=None) -> Verdict:
     """``inputs``: the user's (T, batch, I) instead of seeded ones; ``lengths``: their padding (post), or
-    ``mask``: their (T, batch) mask, holes included (``user_mask``)."""
+    ``mask``: their (T, batch) mask, holes included (``user_mask``). ``suspected``: the diagnosis's mistakes
+    made on ``a`` (``rnn_equivalence.diagnose.suspects``), where ``a`` is compared with many modules."""
     a_name, b_name = name_of(a), name_of(b)
     sa, sb = structure(a), structure(b)
     if sa != sb:
@@ -290,5 +291,5 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
     if not equivalent and diagnose:
         from rnn_equivalence.diagnose import explain
 
-        verdict.diagnosis = explain(a, b, xs, state, padding)
+        verdict.diagnosis = explain(a, b, xs, state, padding, suspected)
     return verdict

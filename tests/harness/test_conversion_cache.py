@@ -12,6 +12,7 @@ from rnn_equivalence.frameworks import conversion_cache as converted
 from rnn_equivalence.frameworks.conversion_cache import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once,
                                                          read_entry, weights_digests, write_entry)
 from rnn_equivalence.harness.summary import Summary, conversions_text
+from tests.harness.cache_writer import write_many
 from tests.harness.test_pytest_run import run_pytest
 
 
@@ -166,20 +167,16 @@ def test_an_entry_under_another_key_is_not_trusted(cache):
 PAYLOAD = 1 << 20  # large enough that a write is many system calls, so that a torn write would show
 
 
-def _write_many(directory: str, key: str, fill: int, times: int) -> None:
-    """One process's writes of one key: payloads of a byte of its own (``fill``)."""
-    from pathlib import Path
-
-    for _ in range(times):
-        write_entry(Path(directory) / f"{key}.onnx", key, bytes([fill]) * PAYLOAD)
-
-
-def test_two_processes_writing_one_key_do_not_tear_it(tmp_path):
+def test_two_processes_writing_one_key_do_not_tear_it(tmp_path, depth):
     """Two processes write one key over and over, each its own payload, while this one reads it: every
-    read is one writer's whole payload (none is rejected), and one whole entry is left, no temporary file."""
+    read is one writer's whole payload (none is rejected), and one whole entry is left, no temporary file.
+    100 writes each at full depth, 25 short of it (harness/depth.py, "Tests of the reference and the
+    machinery"): the reads still meet the writes (``seen``)."""
     key, path = "k" * 64, tmp_path / f"{'k' * 64}.onnx"
     context = multiprocessing.get_context("spawn")  # no fork of a process that may hold framework threads
-    writers = [context.Process(target=_write_many, args=(str(tmp_path), key, fill, 100)) for fill in (0x61, 0x62)]
+    times = 100 if depth == "full" else 25
+    writers = [context.Process(target=write_many, args=(str(tmp_path), key, fill, times, PAYLOAD))
+               for fill in (0x61, 0x62)]
     for writer in writers:
         writer.start()
     forget_this_process()
@@ -235,7 +232,7 @@ def test_the_options_and_the_variables_reach_the_header(tmp_path):
     for args, env, expected in ((["--no-conversion-cache"], chosen, "conversion cache off"),
                                 ([], {**chosen, OFF_VAR: "1"}, "conversion cache off"),
                                 ([], chosen, f"converted models cached in {tmp_path / 'chosen'}")):
-        code, out = run_pytest(*args, test, env=env)
+        code, out = run_pytest("--collect-only", *args, test, env=env)  # the header is printed before collection
         assert code == pytest.ExitCode.OK and expected in out, out
     (tmp_path / "a-file").write_text("")
     code, out = run_pytest(test, env={CACHE_VAR: str(tmp_path / "a-file")})

@@ -1,4 +1,5 @@
-"""The summary table and the report of child pytest runs: one under xdist, one with a broken mapping.
+"""The summary table and the report of child pytest runs: one under xdist, one with a broken mapping and an
+adapter that raises.
 
 Each child run is shared by the checks on its terminal summary and on its report:
 a child pytest costs seconds, most of it start-up.
@@ -48,30 +49,42 @@ def _passed(out: str) -> int:
     return int(re.search(r"(\d+) passed", out).group(1))
 
 
-def test_a_broken_mapping_turns_the_suite_and_the_report_red(tmp_path):
+@pytest.fixture(scope="session")  # not the module's: the schedule (conftest.py) need not keep a module's tests together
+def broken_run(tmp_path_factory):
+    """One child run for two tests (under -n, on one worker: their ``xdist_group``): numpy-split's mapping
+    broken (its recurrent kernel transposed), numpy-concat's adapter raising. (code, output, report, page)."""
+    directory = tmp_path_factory.mktemp("broken")
+    code, out = run_pytest("-p", "rnn_equivalence.harness.break_mapping", "-p", "tests.harness.perturb",
+                           "--frameworks=numpy-split,numpy-concat", "--equivalence-summary=full",
+                           f"--equivalence-report={directory}", "tests/equivalence/test_reference.py",
+                           "tests/equivalence/test_pairs.py",
+                           env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed", "RNN_EQ_PERTURB": "numpy-concat=raise"})
+    return code, out, json.loads((directory / "equivalence.json").read_text()), (directory / "EQUIVALENCE.md").read_text()
+
+
+@pytest.mark.xdist_group("broken-run")
+def test_a_broken_mapping_turns_the_suite_and_the_report_red(broken_run):
     """A system whose tests fail is never reported equivalent; the report says which tests failed."""
     import jsonschema
 
-    code, out = run_pytest("-p", "rnn_equivalence.harness.break_mapping", "--frameworks=numpy-split",
-                           "--equivalence-summary=full", f"--equivalence-report={tmp_path}",
-                           "tests/equivalence/test_reference.py",
-                           env={"RNN_EQ_BREAK": "numpy-split=W_hh transposed"})
+    code, out, report, page = broken_run
     assert code == pytest.ExitCode.TESTS_FAILED, out
     assert "EXCEEDS the bound" in out
     row = next(line for line in out.splitlines() if line.startswith("numpy-split "))
     assert verdict(row) == "NOT equivalent", row
 
-    report = json.loads((tmp_path / "equivalence.json").read_text())
     jsonschema.validate(report, json.loads((ROOT / "docs" / "equivalence-report.schema.json").read_text()))
     failed = int(re.search(r"(\d+) failed", out).group(1))
     assert report["outcomes"]["failed"] == failed
-    rows = {s["dtype"]: s for s in report["systems"]}
+    rows = {s["dtype"]: s for s in report["systems"] if s["system"] == "numpy-split"}
+    assert set(rows) == {"float32", "float64"}
     for row in rows.values():
         assert row["verdict"] == "NOT equivalent", row
         assert row["failed_tests"] and all(f["test"].startswith("tests/equivalence/test_reference.py::")
                                            for f in row["failed_tests"])
-    assert sum(len(r["failed_tests"]) for r in rows.values()) == failed
-    assert "## Failed tests" in (tmp_path / "EQUIVALENCE.md").read_text()
+    # every failed test in one row: the broken system's, the raising one's, or their pair's
+    assert sum(len(r["failed_tests"]) for r in report["systems"] + report["pairs"]) == failed
+    assert "## Failed tests" in page
 
 
 def _rows(out: str) -> dict:
@@ -104,15 +117,12 @@ def test_a_disagreement_is_reported_not_a_crash(tmp_path, require_system):
     assert {p["pair"]: p["verdict"] for p in report["pairs"]} == {"torch vs numpy-split": "NOT equivalent"}
 
 
-def test_an_adapter_that_raises_is_reported_failed(tmp_path):
-    code, out = run_pytest("-p", "tests.harness.perturb", "--frameworks=numpy-split,numpy-concat",
-                           "--equivalence-summary=full",
-                           f"--equivalence-report={tmp_path}", "tests/equivalence/test_reference.py",
-                           "tests/equivalence/test_pairs.py", env={"RNN_EQ_PERTURB": "numpy-concat=raise"})
+@pytest.mark.xdist_group("broken-run")
+def test_an_adapter_that_raises_is_reported_failed(broken_run):
+    code, out, report, _ = broken_run
     assert code == pytest.ExitCode.TESTS_FAILED, out
     rows = _rows(out)
     for row in ("numpy-concat float32", "numpy-concat float64", "numpy-split vs numpy-concat float32"):
         assert verdict(rows[row]).startswith("FAILED: "), rows[row]
-    report = json.loads((tmp_path / "equivalence.json").read_text())
     failures = [f for s in report["systems"] if s["system"] == "numpy-concat" for f in s["failed_tests"]]
     assert failures and all("numpy-concat broke on purpose" in f["message"] for f in failures)

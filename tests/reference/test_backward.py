@@ -22,8 +22,10 @@ FAMILIES = [("rnn", g, "")
     ("lstm", "default", ""), ("lstm", "sigmoid,relu,relu", ""), ("lstm", "hard_sigmoid_0.2,tanh,tanh", ""),
     ("gru", "default", "reset_after"), ("gru", "default", "reset_before"),
     ("gru", "hard_sigmoid_relu6,tanh", "reset_after"), ("gru", "sigmoid,relu", "reset_before")]
-STRUCTURES = [dict(num_layers=1, bidirectional=False), dict(num_layers=2, bidirectional=True)]
-PADDINGS = [(None, "zeros"), (Padding((2, 4, 1)), "zeros"), (Padding((3, 1, 4), "pre"), "repeat")]
+STRUCTURES = [pytest.param(dict(num_layers=1, bidirectional=False), id="L1-uni"),
+              pytest.param(dict(num_layers=2, bidirectional=True), id="L2-bi")]
+PADDINGS = [pytest.param(None, "zeros", id="whole"), pytest.param(Padding((2, 4, 1)), "zeros", id="post-zeros"),
+            pytest.param(Padding((3, 1, 4), "pre"), "repeat", id="pre-repeat")]
 
 
 def problem(family, g, variant, num_layers, bidirectional, seed=1, T=4, B=3, I=3, H=5):
@@ -114,13 +116,12 @@ def test_backward_pass_matches_finite_differences(family, g, variant):
         np.testing.assert_allclose(a, n, rtol=RTOL, atol=ATOL, err_msg=f"{stack.kind} d{name}")
 
 
-@pytest.mark.parametrize("family,g,variant", FAMILIES, ids=lambda v: str(v))
-@pytest.mark.parametrize("structure", STRUCTURES, ids=["L1-uni", "L2-bi"])
-@pytest.mark.parametrize("padding,padded_output", PADDINGS, ids=["whole", "post-zeros", "pre-repeat"])
+@pytest.mark.factors(**{"family,g,variant": FAMILIES, "structure": STRUCTURES, "padding,padded_output": PADDINGS})
 def test_backward_pass_matches_directional_differences(family, g, variant, structure, padding, padded_output):
     """Stacks, directions and padded batches: along three random directions of every parameter, input
     and initial state at once, (L(p + h v) - L(p - h v)) / 2h against <dL/dp, v> (a wrong entry
-    anywhere changes the product, almost surely)."""
+    anywhere changes the product, almost surely). Short of full depth, every pair of a family, a structure
+    and a padding (harness/depth.py, "Tests of the reference and the machinery")."""
     stack, xs, state = problem(family, g, variant, **structure)
     cotangents = cotangents_of(run_stack(stack, xs, state, padding, padded_output))
     analytic = gradients(stack, xs, state, cotangents, padding, padded_output)
@@ -143,12 +144,12 @@ def test_backward_pass_matches_directional_differences(family, g, variant, struc
         np.testing.assert_allclose(product, numeric, rtol=RTOL, err_msg=f"{stack.kind} along a random direction")
 
 
-@pytest.mark.parametrize("family,g,variant", FAMILIES, ids=lambda v: str(v))
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.factors(**{"family,g,variant": FAMILIES, "seed": (1, 2)})
 def test_float32_backward_pass_within_the_running_bound(family, g, variant, seed):
     """The same backward pass in float32 NumPy (a computation the bound must cover) against float64,
     two layers, both directions, twelve steps: within the bound, and the bound not loose by more than
-    100 times on the worst-covered output of each case."""
+    100 times on the worst-covered output of each case. Short of full depth, each family on one seed, the
+    seeds in turn."""
     stack, xs, state = problem(family, g, variant, 2, True, seed=seed, T=12)
     cotangents = cotangents_of(run_stack(stack, xs, state), seed)
     computed = gradients(stack, xs, state, cotangents, dtype=np.float32)

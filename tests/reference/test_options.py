@@ -78,9 +78,10 @@ def float32_run_within_bound(case: Case):
     return comparison
 
 
-@pytest.mark.parametrize(("family", "variant", "options"), option_cases())
-@pytest.mark.parametrize("config", [LayerConfig(), STACKED], ids=["cell", "L2-bi"])
+@pytest.mark.factors(**{"family,variant,options": option_cases(),
+                         "config": [pytest.param(LayerConfig(), id="cell"), pytest.param(STACKED, id="L2-bi")]})
 def test_float32_run_within_the_bound_with_every_option(family, variant, options, config):
+    """Short of full depth, each options set in one configuration, the two in turn (harness/depth.py)."""
     case = Case(family, 7, 5, 3, 50, seed=11, config=config, variant=variant, options=options)
     float32_run_within_bound(case)
 
