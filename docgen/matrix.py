@@ -172,13 +172,24 @@ def read_entry(path) -> dict:
     return entry
 
 
+def _read_json(path: Path, what: str) -> dict:
+    """A JSON object from ``path``; anything else an error naming the file, never a traceback."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8
+        raise SystemExit(f"{path}: not {what}: {error}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"{path}: not {what}: a JSON {type(value).__name__}, not an object")
+    return value
+
+
 def fresh_entries(root) -> list[dict]:
     """The entries the matrix sessions left under ``root``, one folder each (none where ``root`` does not exist)."""
     entries = []
     for session_file in Path(root).glob(f"*/{SESSION_FILE}"):
-        entry = json.loads(session_file.read_text())
+        entry = _read_json(session_file, "a matrix session's record")
         report = session_file.with_name(REPORT_FILE)
-        entry["report"] = json.loads(report.read_text()) if report.exists() else None
+        entry["report"] = _read_json(report, "a matrix session's report") if report.exists() else None
         if entry["status"] == "tests ran" and entry["report"] is None:
             entry["message"] = f"no {REPORT_FILE}: pytest exited {entry['pytest_exit']}"
         entries.append(entry)

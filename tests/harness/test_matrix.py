@@ -215,3 +215,15 @@ def test_equivalence_workflow_is_callable_and_merges_its_reports():
     # Each entry's run in parts, one job each, merged per entry before the table.
     assert "shard" in workflow["jobs"]["suite"]["strategy"]["matrix"] and '--shard="$SHARD"' in steps
     assert "rnn_equivalence.harness.shards merge" in steps
+
+
+@pytest.mark.parametrize("name, text", [("session.json", "{not json"), ("session.json", "[1]"),
+                                        ("equivalence.json", "{truncated")])
+def test_a_malformed_fresh_entry_is_refused_by_name(tmp_path, name, text):
+    """What a matrix session left is read as data: a broken file is an error naming it, not a traceback."""
+    folder = tmp_path / "run" / "tf-a"
+    matrix.write_session(folder, session="tf-a", requested={}, status="tests ran")
+    (folder / matrix.REPORT_FILE).write_text(json.dumps(_report("tf1")))
+    (folder / name).write_text(text)
+    with pytest.raises(SystemExit, match=re.escape(str(folder / name)) + ": not a matrix session's"):
+        matrix.load_entries(tmp_path / "run")
