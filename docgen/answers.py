@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from rnn_equivalence.compare import answer_from_report, decide, mapping_lines
+from rnn_equivalence.compare import answer_from_report, decide, mapping_lines, pinned_only
 from docgen.questions import CARRIES, QUESTIONS, Claim, Question, kind_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +88,33 @@ def runs_broken(kind: str, report: dict) -> list[str]:
     return broken
 
 
+def pinned(row: dict) -> bool:
+    """Whether the row's wrong runs not caught are those its system pins as below the bound of the row's dtype
+    (``rnn_equivalence.compare.pinned_only``: a half format's), its runs within their bounds."""
+    from rnn_equivalence.frameworks import ADAPTERS
+
+    return pinned_only(ADAPTERS[row["system"]], row)
+
+
+def dtype_rows(dtypes: tuple[str, ...], report: dict) -> list[dict]:
+    """The report's rows in ``dtypes`` (the half formats)."""
+    return [r for r in report["systems"] if r["dtype"] in dtypes]
+
+
+def worst_of(row: dict) -> float:
+    """A row's worst err/bound over its whole-sequence cases and its padded and chunked runs."""
+    return max(row["worst_ratio"], *(row[kind]["worst_ratio"] for kind in ("padded", "chunked")))
+
+
+def dtypes_broken(dtypes: tuple[str, ...], report: dict) -> list[str]:
+    """What in the report's rows in ``dtypes`` says they do not agree: a row neither equivalent nor UNPROVEN by
+    its pinned wrong mappings alone (``pinned``): beyond its bound, a test failed, a known issue, a wrong mapping
+    passed that its system does not pin. Empty where they agree."""
+    return [f"{r['system']} {r['dtype']} is {r['verdict']} (worst err/bound {ratio(worst_of(r))}, "
+            f"{r['mutations_caught']} of {r['mutations']} wrong runs caught)"
+            for r in dtype_rows(dtypes, report) if r["verdict"] != "equivalent" and not pinned(r)]
+
+
 def check_claim(question: Question, claim: Claim, report: dict) -> None:
     """AnswerContradicted unless the report bears ``claim`` out: a Yes with no difference proved on its
     subject, every pair of it Yes and, for a claim about a kind of run, such runs that all agree
@@ -98,6 +125,10 @@ def check_claim(question: Question, claim: Claim, report: dict) -> None:
     broken = runs_broken(claim.runs, report) if claim.runs else []
     if claim.runs and not runs_rows(claim.runs, report):
         raise AnswerContradicted(f"{where} about {claim.runs} runs, but the report has none")
+    if claim.dtypes:
+        if not dtype_rows(claim.dtypes, report):
+            raise AnswerContradicted(f"{where} about {' and '.join(claim.dtypes)} rows, but the report has none")
+        broken += dtypes_broken(claim.dtypes, report)
     if claim.verdict == "Yes":
         if found:
             raise AnswerContradicted(f"{where}, but the report proves {found[0]['system']} vs "
@@ -125,9 +156,18 @@ def claim_sentence(claim: Claim, figures: dict | None = None) -> str:
     return f"**{claim.verdict}**{about}: {text}."
 
 
+def read_by(question: Question, report: dict) -> dict:
+    """The report as the question reads it: its rows in the question's dtypes (``Question.dtypes``: float32 and
+    float64, or the half formats), so that a float32 answer's figures and evidence are float32's and float64's."""
+    if all(r["dtype"] in question.dtypes for r in report["systems"]):
+        return report
+    return {**report, "systems": [r for r in report["systems"] if r["dtype"] in question.dtypes]}
+
+
 def lead(question: Question, report: dict) -> str:
-    """The question's first paragraph: each claim's verdict, checked against ``report`` first, with the
-    report's figures where its words name them."""
+    """The question's first paragraph: each claim's verdict, checked against ``report`` (its rows in the
+    question's dtypes: ``read_by``) first, with the report's figures where its words name them."""
+    report = read_by(question, report)
     for claim in question.claims:
         check_claim(question, claim, report)
     named = any("{" in claim.text for claim in question.claims)
@@ -245,7 +285,66 @@ def kept_out(report: dict, systems: list[str]) -> str:
             f"({links}{', …' if len(rows) > 2 else ''}).")
 
 
-FIGURES_OF = {"concat-vs-split": concat_figures, "chunked-and-stateful": chunked_figures}
+def half_figures(report: dict) -> dict:
+    """The half-precision question's figures, from the report's float16 and bfloat16 rows: their systems, cases
+    (whole sequences, padded and chunked runs) and worst err/bound, a line per format, and the rows UNPROVEN by
+    the wrong mappings their systems pin (``TestPlan.mutations_within_bound``), named. What the lead says of
+    them is checked: PyTorch alone runs in half, judged by the bound of float32 within each op with half storage
+    (a mixed policy's), and no row is in another format (int8)."""
+    from rnn_equivalence.frameworks import ADAPTERS
+    from rnn_equivalence.harness.detection import caught_beyond
+    from rnn_equivalence.reference.formats import HALF_FORMATS, MIXED_POLICIES
+
+    rows = dtype_rows(HALF_FORMATS, report)
+    where = "half-precision: the lead says"
+    others = sorted({f"{r['system']} {r['dtype']}" for r in rows
+                     if not ADAPTERS[r["system"]].__module__.endswith(".pytorch")})
+    if others:
+        raise AnswerContradicted(f"{where} other frameworks are not checked in half yet, but the report has "
+                                 f"{', '.join(others)}")
+    unjudged = [f"{r['system']} {r['dtype']}" for r in rows if r.get("arithmetic") not in MIXED_POLICIES]
+    if unjudged:
+        raise AnswerContradicted(f"{where} the rows are judged by float32 arithmetic with half storage, but "
+                                 f"{', '.join(unjudged)} is judged by another bound")
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+
+    def cases(of: list[dict]) -> int:
+        return sum(r["cases"] + r["padded"]["cases"] + r["chunked"]["cases"] for r in of)
+
+    lines = []
+    for dtype in HALF_FORMATS:
+        of = [r for r in rows if r["dtype"] == dtype]
+        if of:
+            worst = max(of, key=worst_of)
+            lines.append(f"- {dtype}: {len(of)} systems, {cases(of)} cases, worst err/bound {ratio(worst_of(worst))} "
+                         f"({_report_link(worst['anchor'])}).")
+    unproven = [r for r in rows if pinned(r)]
+    cells: dict[str, list[str]] = {}  # each cell's formats, in the framework's words
+    for r in unproven:
+        cells.setdefault(f"`{r['cell'].removeprefix('torch.')}`", []).append(r["dtype"])
+    by_formats: dict[str, list[str]] = {}
+    for cell, dtypes in cells.items():
+        said = "both formats" if set(dtypes) == set(HALF_FORMATS) else " and ".join(dtypes)
+        by_formats.setdefault(said, []).append(cell)
+    named = ", ".join(f"{' and '.join(cells_)} in {said}" for said, cells_ in by_formats.items())
+    mistakes: dict[str, list[dict]] = {}
+    for r in unproven:
+        for mutation in ADAPTERS[r["system"]].mutations_within_bound[r["dtype"]]:
+            mistakes.setdefault(mutation, []).append(r)
+    pinned_lines = [f"- {mutation}: {', '.join(_report_link(r['anchor']) for r in of)}."
+                    for mutation, of in mistakes.items()]
+    mutated = [r for r in rows if r["mutations"]]
+    return {"systems": len(systems), "cases": cases(rows), "worst": ratio(max(map(worst_of, rows))),
+            "unproven": (f" UNPROVEN for {named}: a wrong mapping there stays below half rounding."
+                         if unproven else ""),
+            "formats": "\n".join(lines), "pinned": "\n".join(pinned_lines) or "- none.",
+            "uncaught": sum(r["mutations"] - r["mutations_caught"] for r in mutated),
+            "mutations": sum(r["mutations"] for r in mutated),
+            "caught_beyond": f"{max(caught_beyond(d) for d in HALF_FORMATS):g}"}
+
+
+FIGURES_OF = {"concat-vs-split": concat_figures, "chunked-and-stateful": chunked_figures,
+              "half-precision": half_figures}
 
 
 def figures(question: Question, report: dict) -> dict:
@@ -341,6 +440,7 @@ def convert_line(question: Question, report: dict) -> list[str]:
 
 
 def question_section(question: Question, report: dict) -> list[str]:
+    report = read_by(question, report)
     lines = [f"## <a id=\"{question.anchor}\"></a>{question.title}", "", lead(question, report), "",
              "```math", question.formula, "```", ""]
     for note in notes(question, report):
@@ -365,7 +465,7 @@ def question_section(question: Question, report: dict) -> list[str]:
 # --- every system against its family's anchor ---------------------------------------------------------------
 
 def has_known_issue(name: str, report: dict) -> bool:
-    return any(r["known_issue_cases"] or not r["verdict"].startswith("equivalent")
+    return any(r["known_issue_cases"] or not (r["verdict"].startswith("equivalent") or pinned(r))
                for r in report["systems"] if r["system"] == name)
 
 
@@ -433,6 +533,9 @@ def page(report: dict) -> str:
     """The page for the committed ``report`` (the rows of its environments' own reports merged in)."""
     env = report["environment"]
     report = with_environments(report)
+    unread = sorted({r["dtype"] for r in report["systems"]} - {d for q in QUESTIONS for d in q.dtypes})
+    if unread:  # the half-precision lead says int8 is not checked yet: rows in it need a question that reads them
+        raise AnswerContradicted(f"the report has rows in {', '.join(unread)}, which no question reads")
     lines = ["# Answers", "",
              f"Generated by `python -m docgen.answers` from [equivalence.json](equivalence.json), the committed "
              f"report (depth {report['depth']}, seed {report['seed']}, {report['date']}, "

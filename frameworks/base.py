@@ -472,8 +472,9 @@ def swapped(a: str, b: str):
 
 
 def scaled(name: str, factor: float):
-    """factor 0 drops a tensor (a forgotten bias), factor 2 doubles it (a bias added twice)."""
-    return lambda native: {**native, name: native[name] * factor}
+    """factor 0 drops a tensor (a forgotten bias), factor 2 doubles it (a bias added twice), in its dtype (NumPy
+    makes ml_dtypes' bfloat16 times a float float32)."""
+    return lambda native: {**native, name: (native[name] * factor).astype(native[name].dtype)}
 
 
 def swapped_gates(name: str, a: int, b: int, gates: int, axis: int = -1):

@@ -30,7 +30,7 @@ import functools
 import numpy as np
 
 from rnn_equivalence.reference.config import CELL, LayerConfig
-from rnn_equivalence.reference.params import FLOAT_DTYPES, GATES, CellParams
+from rnn_equivalence.reference.params import FLOAT_DTYPES_TEXT, GATES, CellParams, is_float_dtype
 from rnn_equivalence.reference.stack import StackParams
 
 Native = dict[str, np.ndarray]
@@ -219,8 +219,8 @@ def check_native(cell: str, native: Native, spec: NativeSpec, dtype=None, sizes:
         )
     for name, (shape, shape_text) in spec.items():
         value = np.asarray(native[name])
-        if value.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{cell}: {name}: expected a float32 or float64 array, got dtype {value.dtype}")
+        if not is_float_dtype(value.dtype):
+            raise TypeError(f"{cell}: {name}: expected {FLOAT_DTYPES_TEXT}, got dtype {value.dtype}")
         if dtype is not None and value.dtype != dtype:
             raise TypeError(f"{cell}: {name}: expected dtype {dtype} (the inputs'), got {value.dtype}")
         if value.shape != shape:

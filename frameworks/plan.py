@@ -12,6 +12,33 @@ from typing import Callable
 
 from rnn_equivalence.frameworks.mapping import Native
 from rnn_equivalence.reference.config import CELL, LayerConfig
+from rnn_equivalence.reference.formats import FORMATS, HALF_FORMATS
+
+# The dtypes each capability runs in, of those a system declares (``TestPlan.dtypes``; ``dtypes_for``). A
+# capability is a test's design (rnn_equivalence.harness.parametrize.DESIGNS), "mutations" for the wrong
+# mappings, "" for a test without cases (layouts, round trips, the bitwise integer case, the activations'
+# accuracy). A half format (float16, bfloat16) runs where reference/tolerance.py derives its bound: the forward
+# runs (whole sequences, padded batches, chunked runs) and the wrong mappings they must catch. The backward
+# pass and the optimizer step have no derived half bound (reference/backward.py and ``optimizer_step_bound``
+# are derived for float32 and float64), so gradients and steps, like every capability not named here, run in
+# float32 and float64 only. The wrong mappings run in float32 and each half format (float64 adds nothing:
+# a mistake caught against float32's bound is caught against float64's).
+CAPABILITY_DTYPES = {**dict.fromkeys(("whole", "eager", "padded", "chunked"), FORMATS),
+                     "mutations": ("float32", *HALF_FORMATS)}
+DEFAULT_DTYPES = ("float32", "float64")  # every other capability's
+
+
+def arithmetic_of(plan, dtype: str) -> str:
+    """The arithmetic the bound of a system's (``plan``: an adapter or its class) runs in ``dtype`` models
+    (``TestPlan.arithmetic``): a mixed policy for a half format computed in float32 within each operation, else
+    the dtype itself. Its data are the dtype's either way (harness/cases.py, ``data_format``)."""
+    return plan.arithmetic.get(dtype, dtype)
+
+
+def dtypes_for(plan, capability: str) -> tuple[str, ...]:
+    """Those of a system's (``plan``: an adapter or its class) dtypes a capability runs in, in its order."""
+    allowed = CAPABILITY_DTYPES.get(capability, DEFAULT_DTYPES)
+    return tuple(d for d in plan.dtypes if d in allowed)
 
 
 class TestPlan:
@@ -24,13 +51,25 @@ class TestPlan:
     # option weights apply). An option outside every set is refused by name (check_params).
     options: tuple[str, ...] = ("",)
     mutation_options: str = ""
+    # The dtypes the system runs in; each capability runs in those of them ``CAPABILITY_DTYPES`` allows it.
     dtypes: tuple[str, ...] = ("float32", "float64")
+    # Per half format the system runs in, the arithmetic its runs are judged by where it is not the format's own
+    # (reference/tolerance.py: every operation, product and partial sum in half): "mixed_float16" for a system
+    # measured to compute float32 within each operation and store its results in float16 (a linear accumulated
+    # in float32 and rounded once), a bound a computation rounding every partial sum in half exceeds
+    # (tests/equivalence/test_half_torch.py). The report shows the row as "float16 (float32 within each op)".
+    arithmetic: dict[str, str] = {}
     configs: tuple[LayerConfig, ...] = (CELL,)
     mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
     layout_config: LayerConfig = CELL  # the configuration ``own_weight_shapes`` builds
     # Deliberately wrong mappings, each expressed on the native weights, that
     # the suite must detect; see tests/equivalence/test_mutations.py.
     mutations: dict[str, Callable[[Native], Native]] = {}
+    # Per half format, the wrong mappings its bound (that of ``arithmetic_of``) cannot tell from rounding on the
+    # square mutation case (a half bound is some 2**11 to 2**16 times float32's): pinned there as within the bound,
+    # each with its measured err/bound, and recorded as not caught
+    # (tests/equivalence/test_mutations.py), so that the report says the half rows' verdict is unproven.
+    mutations_within_bound: dict[str, tuple[str, ...]] = {}
     # The longest sequence the adapter is tested on; None: the cases' own (up to 50 steps).
     max_steps: int | None = None
     compare_with: str | None = None  # an exported model: the system it was exported from

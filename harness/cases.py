@@ -2,6 +2,11 @@
 
 One case type for every cell of the family and every system, cell or layer: a
 single cell unrolled over a sequence is the one-layer, one-direction stack.
+
+A case's data (weights, inputs, initial state) are exact float32 values, the data of its float32 and
+float64 runs alike. A run in a half format (float16, bfloat16) starts from that data rounded once to the
+format (``data_format``), and its reference and bounds are the float64 ones of those very numbers: as in
+float32, the framework and the reference start from identical values, and only arithmetic is compared.
 """
 
 from __future__ import annotations
@@ -13,13 +18,27 @@ from functools import lru_cache
 
 import numpy as np
 
+from rnn_equivalence.frameworks.plan import dtypes_for
 from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.harness.depth import design
+from rnn_equivalence.reference.formats import HALF_FORMATS, numpy_dtype, round_to, storage_format
 from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from rnn_equivalence.reference.params import state_keys
 from rnn_equivalence.reference.padding import HOLES, Mask, Padding
 from rnn_equivalence.reference.params import projection_size, random_inputs, random_state
 from rnn_equivalence.reference.stack import StackParams, run_stack
+
+
+def data_format(dtype) -> str:
+    """The format a case's data is exact in for a run in ``dtype``: "float32" (its draws as they are, for
+    float32 and float64 runs), or the half format a run in a half format or a mixed policy stores in."""
+    storage = storage_format(dtype) if isinstance(dtype, str) else ""
+    return storage if storage in HALF_FORMATS else "float32"
+
+
+def _in_half(array, name: str) -> np.ndarray:
+    """Float32 data rounded once to the half format ``name``, in that format's NumPy dtype (exactly)."""
+    return round_to(array, name).astype(numpy_dtype(name))
 
 
 @dataclass(frozen=True)
@@ -75,6 +94,9 @@ class Case:
         return replace(self, **changes)
 
     def stack(self, dtype="float64") -> StackParams:
+        """The parameters in ``dtype``: exact float32 values; in a half format, rounded once to it."""
+        if data_format(dtype) != "float32":
+            return self.stack().rounded_to(dtype).astype(numpy_dtype(dtype))
         c = self.config
         stack = StackParams.random(self.family, self.input_size, self.hidden_size, c.num_layers, c.bidirectional,
                                    self.seed, dtype, c.bias, self.activation, self.variant, self.option_names)
@@ -96,12 +118,16 @@ class Case:
         return self.stack(dtype).first
 
     def inputs(self, dtype="float64") -> np.ndarray:
+        if data_format(dtype) != "float32":
+            return _in_half(self.inputs(), dtype)
         return random_inputs(self.steps, self.batch, self.input_size, self.seed, dtype)
 
     def state(self, dtype="float64") -> dict | None:
         """{"h": (L*D, batch, H)}, and "c" for an LSTM; None where the config gives no initial state."""
         if not self.config.initial_state:
             return None
+        if data_format(dtype) != "float32":
+            return {key: _in_half(value, dtype) for key, value in self.state().items()}
         LD = self.config.num_layers * self.config.num_directions
         projected = "projection" in self.option_names
         size = {"h": projection_size(self.hidden_size) if projected else self.hidden_size, "c": self.hidden_size}
@@ -119,17 +145,28 @@ class Case:
             return Mask.of(self.padding.mask(self.steps)[::-1])
         return Padding(self.padding.lengths, "pre" if self.padding.side == "post" else "post")
 
-    def reference(self) -> dict:
-        """The float64 reference's canonical results (``rnn_equivalence.reference.stack.drive``'s keys)."""
-        return _reference(_data(self))
+    def exact_data(self, dtype="float64") -> tuple:
+        """(parameters, inputs, initial state) as float64 arrays holding the values a run in ``dtype``
+        starts from (``data_format``): what its reference and bounds are computed from."""
+        name, state = data_format(dtype), self.state()
+        if name == "float32":
+            return self.stack(), self.inputs(), state
+        return (self.stack().rounded_to(name), round_to(self.inputs(), name),
+                None if state is None else {key: round_to(value, name) for key, value in state.items()})
+
+    def reference(self, dtype="float64") -> dict:
+        """The float64 reference's canonical results (``rnn_equivalence.reference.stack.drive``'s keys), from the
+        data a run in ``dtype`` starts from: float32 and float64 runs share it, a half format has its own."""
+        return _reference(_data(self), data_format(dtype))
 
     def bound(self, dtype: str) -> dict:
         """Bound on |computed in ``dtype`` - exact| for every canonical result."""
-        return _bound(_data(self), dtype)
+        return _bound(_data(self), dtype, data_format(dtype))
 
     def bound_vs_reference(self, dtype: str) -> dict:
-        """Allowed |computed in dtype - float64 reference|: both carry rounding error."""
-        return pair_bound(self.bound(dtype), self.bound("float64"))
+        """Allowed |computed in dtype - float64 reference|: both carry rounding error (the reference's on the
+        same data)."""
+        return pair_bound(self.bound(dtype), _bound(_data(self), "float64", data_format(dtype)))
 
     def changed_by(self, options, dtype: str) -> bool:
         """Whether the options ``options`` (names) change this case's results beyond the bound in
@@ -137,7 +174,7 @@ class Case:
         if not options:
             return False
         without = self.with_(options="+".join(n for n in self.option_names if n not in options))
-        reference, other, bound = self.reference(), without.reference(), self.bound_vs_reference(dtype)
+        reference, other, bound = self.reference(dtype), without.reference(dtype), self.bound_vs_reference(dtype)
         return any(np.any(np.abs(reference[k] - other[k]) > bound[k]) for k in reference)
 
     def chunk_inputs(self, dtype="float64") -> list[np.ndarray]:
@@ -148,7 +185,7 @@ class Case:
         """Per chunk, the reference's results and the allowed |computed in dtype - reference|,
         each chunk from the state the one before ended in
         (``rnn_equivalence.reference.tolerance.chunked_reference_and_bound``)."""
-        return _chunk_references(_data(self), dtype)
+        return _chunk_references(_data(self), dtype, data_format(dtype))
 
 
 # The factors every system is compared over, beside its own activations and configurations:
@@ -169,7 +206,7 @@ def factors(adapter, depth: str = "full") -> dict[str, tuple]:
               "shape": SHAPES, "batch": BATCHES,
               "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)),
               "initial_state": tuple(s for s in INITIAL_STATE if s in adapter.initial_states)}
-    return levels if depth == "full" else {**levels, "dtype": tuple(adapter.dtypes)}
+    return levels if depth == "full" else {**levels, "dtype": dtypes_for(adapter, "whole")}
 
 
 # At default depth every (system, dtype) row of the report keeps at least this many whole-sequence cases.
@@ -187,7 +224,7 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     # the pairs of structure levels are met at full depth (rnn_equivalence.harness.depth).
     rows = design(levels, "quick" if converts_once_per_structure(adapter, depth) else depth)
     if depth == "default":  # a dtype the covering design gave fewer rows takes the first rows of the others
-        for dtype in adapter.dtypes:
+        for dtype in dtypes_for(adapter, "whole"):
             mine = [row for row in rows if row["dtype"] == dtype]
             others = [row for row in rows if row["dtype"] != dtype]
             rows += [{**row, "dtype": dtype} for row in others[:max(0, MIN_CASES_PER_DTYPE - len(mine))]]
@@ -274,10 +311,10 @@ def eager_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     return [first.with_(dtypes=("float32",) if "float32" in adapter.dtypes else ())]
 
 
-def in_turn(cases: list[Case], adapter, depth: str) -> list[Case]:
-    """Short of full depth, a capability's cases take the system's dtypes in turn (every level once);
-    fewer cases than dtypes run in every dtype."""
-    dtypes = tuple(adapter.dtypes)
+def in_turn(cases: list[Case], adapter, depth: str, capability: str) -> list[Case]:
+    """Short of full depth, a capability's cases take the system's dtypes for it (``dtypes_for``) in turn
+    (every level once); fewer cases than dtypes run in every dtype."""
+    dtypes = dtypes_for(adapter, capability)
     if depth == "full" or len(cases) < len(dtypes):
         return cases
     return [case.with_(dtypes=(dtypes[i % len(dtypes)],)) for i, case in enumerate(cases)]
@@ -349,7 +386,7 @@ def padded_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
         lengths = tuple(sorted(LENGTHS, reverse=True)) if config.option("enforce_sorted") else LENGTHS
         cases.append(case_of(adapter, I, H, len(lengths), PADDED_STEPS, seed * 10_000 + 500 + i, config,
                              padding=padding_of(lengths, side)))
-    return in_turn(by_structure(cases, adapter, depth, seed), adapter, depth)
+    return in_turn(by_structure(cases, adapter, depth, seed), adapter, depth, "padded")
 
 
 def padded_right_in_float32(adapter) -> bool:
@@ -378,7 +415,7 @@ def chunked_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
         rows = [(configs[i % len(configs)], CHUNKINGS[i % 2]) for i in range(n)] if configs else []
     cases = [case_of(adapter, 3, 5, 2, sum(chunks), seed * 10_000 + 700 + i, config, chunks=chunks)
              for i, (config, chunks) in enumerate(rows)]
-    return in_turn(by_structure(cases, adapter, depth, seed), adapter, depth)
+    return in_turn(by_structure(cases, adapter, depth, seed), adapter, depth, "chunked")
 
 
 # Options changed or dropped the way converters get them wrong: six steps, where each of the suite's
@@ -405,7 +442,7 @@ def option_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     return in_turn([case_of(adapter, I, H, 2, OPTION_STEPS, seed * 10_000 + 800 + i, adapter.mutation_config,
                             activation=g, options=o)
                     for i, ((g, o), (I, H)) in enumerate(itertools.product(rows, shapes))],
-                   adapter, depth)
+                   adapter, depth, "options")
 
 
 # Gradients: a sequence of eight steps (errors carried back through time as through the forward pass),
@@ -438,7 +475,7 @@ def gradient_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]
     cases += [case_of(adapter, *SHAPES[1], len(LENGTHS), PADDED_STEPS, seed * 10_000 + 950 + i,
                       config, padding=padding_of(lengths(config), side))
               for i, (config, side) in enumerate(padded)]
-    return in_turn(cases, adapter, depth)
+    return in_turn(cases, adapter, depth, "gradients")
 
 
 def optimizer_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
@@ -457,8 +494,9 @@ def mutation_cases(adapter, depth: str = "default") -> list[Case]:
     return [base, base.with_(input_size=3, hidden_size=5, seed=7)]
 
 
-# A case's reference and bounds do not depend on the system or the dtype it runs in: computed once
-# per process, they serve the float32 and float64 tests of a case, every system whose design has
+# A case's reference and bounds depend neither on the system nor, but for the format of the data it starts
+# from (``data_format``), on the dtype it runs in: computed once per process, they serve the float32 and
+# float64 tests of a case, every system whose design has
 # that case (the LSTM cells of all frameworks share theirs), and its pair tests. Read-only.
 def _data(case: Case) -> Case:
     """The case as its data: which dtypes it runs in changes neither its reference nor its bounds."""
@@ -466,20 +504,22 @@ def _data(case: Case) -> Case:
 
 
 @lru_cache(maxsize=None)
-def _reference(case: Case) -> dict:
-    return _read_only(run_stack(case.stack(), case._read(case.inputs()), case.state(), case._read_padding(),
-                                case.padded_output))
+def _reference(case: Case, data: str) -> dict:
+    stack, xs, state = case.exact_data(data)
+    return _read_only(run_stack(stack, case._read(xs), state, case._read_padding(), case.padded_output))
 
 
 @lru_cache(maxsize=None)
-def _bound(case: Case, dtype: str) -> dict:
-    return _read_only(reference_and_bound(case.stack(), case._read(case.inputs()), case.state(), dtype,
-                                          case.forget_bias, case._read_padding(), case.padded_output)[1])
+def _bound(case: Case, dtype: str, data: str) -> dict:
+    """The bound in ``dtype`` from the case's data in the format ``data`` (``data_format``)."""
+    stack, xs, state = case.exact_data(data)
+    return _read_only(reference_and_bound(stack, case._read(xs), state, dtype, case.forget_bias,
+                                          case._read_padding(), case.padded_output)[1])
 
 
 @lru_cache(maxsize=None)
-def _chunk_references(case: Case, dtype: str) -> list[tuple[dict, dict]]:
-    args = (case.stack(), case.inputs(), case.state())
+def _chunk_references(case: Case, dtype: str, data: str) -> list[tuple[dict, dict]]:
+    args = case.exact_data(data)
     computed = chunked_reference_and_bound(*args, dtype, case.forget_bias, sizes=case.chunks)
     exact = chunked_reference_and_bound(*args, "float64", case.forget_bias, sizes=case.chunks)
     return [(_read_only(values), _read_only(pair_bound(bound, exact_bound)))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rnn_equivalence.frameworks import ADAPTERS, adapter_class
+from rnn_equivalence.frameworks.plan import dtypes_for
 from rnn_equivalence.harness.cases import (
     cases_for, chunked_cases, eager_cases, gradient_cases, mutation_cases, mutations_for, optimizer_cases,
     option_cases, padded_cases, pair_cases,
@@ -46,6 +47,14 @@ class Request:
     design: str = "whole"
     scope: str | None = None
     excluded: bool = False
+
+    @property
+    def capability(self) -> str:
+        """What the test's dtypes are those of (``rnn_equivalence.frameworks.plan.CAPABILITY_DTYPES``): its
+        design's where it takes a case, the wrong mappings' where it takes one, "" otherwise."""
+        if "case" in self.arguments:
+            return self.design
+        return "mutations" if "mutation" in self.arguments else ""
 
 
 def predicate_at(marker, depth: str) -> Callable | None:
@@ -77,6 +86,7 @@ def system_parameter_sets(cls, request: Request, depth: str, seed: int) -> list[
     depth: a strict expected failure needs only to keep failing; a row the quick design never meets runs
     on the first case of the design that meets it. An error where nothing comes out."""
     arguments, make_cases = request.arguments, DESIGNS[request.design]
+    system_dtypes = dtypes_for(cls, request.capability)  # of the system's dtypes, those the test runs in
     marked = request.scope is not None
     # The table's rows this test can meet (rnn_equivalence.harness.known_issues), for whole runs and padded batches.
     rows = {padded: rows_of(cls.name, scopes_of(request.scope, request.design, padded)) if marked else []
@@ -93,10 +103,10 @@ def system_parameter_sets(cls, request: Request, depth: str, seed: int) -> list[
         return known_issue(here, cls.family, case.activation if case else spec, dtype, case)
 
     if broken is not cases:  # a row the quick design never meets runs on the first case that meets it
-        met = {row_of(case, dtype) for case in broken for dtype in case.runs_in(cls.dtypes)}
+        met = {row_of(case, dtype) for case in broken for dtype in case.runs_in(system_dtypes)}
         for row in [row for row in dict.fromkeys(rows[False] + rows[True]) if row not in met]:  # in order:
             # every xdist worker must collect the same tests in the same order
-            first = next((case for case in cases if any(row_of(case, d) == row for d in case.runs_in(cls.dtypes))),
+            first = next((case for case in cases if any(row_of(case, d) == row for d in case.runs_in(system_dtypes))),
                          None)
             broken = broken + [first] if first is not None else broken
 
@@ -105,7 +115,7 @@ def system_parameter_sets(cls, request: Request, depth: str, seed: int) -> list[
         def runs(dtype, case=case):
             return case is None or case in (broken if row_of(case, dtype) else cases)
 
-        dtypes = case.runs_in(cls.dtypes) if case is not None else cls.dtypes  # the design's dtype factor
+        dtypes = case.runs_in(system_dtypes) if case is not None else system_dtypes  # the design's dtype factor
         if request.excluded:
             dtypes = [d for d in dtypes if not row_of(case, d)]
         axes = {"system": [cls.name], "dtype": [d for d in dtypes if runs(d)], "case": [case],

@@ -14,6 +14,7 @@ import pytest
 
 from rnn_equivalence.frameworks import adapter_class
 from rnn_equivalence.frameworks.conversion_cache import take_counts
+from rnn_equivalence.frameworks.plan import arithmetic_of
 from rnn_equivalence.harness.report import write
 from rnn_equivalence.harness.shards import write_part
 from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY, peak_rss_gib
@@ -76,6 +77,9 @@ def record(request):
     def record(kind, adapter, **fields):
         versions = ", ".join(f"{k} {v}" for k, v in adapter.versions().items())
         family = family_of(adapter.name)
+        dtype = fields.get("dtype")  # a half row computed in float32 within each op says so (``arithmetic_of``)
+        if dtype and arithmetic_of(adapter, dtype) != dtype:
+            fields = {**fields, "arithmetic": arithmetic_of(adapter, dtype)}
         # A known upstream bug's measurement is kept, marked, out of the verdict's worst ratio.
         request.node.user_properties.append(
             (PROPERTY, {"kind": kind, "system": adapter.name, "cell": adapter.describe(), "versions": versions,

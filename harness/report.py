@@ -18,6 +18,7 @@ from rnn_equivalence.frameworks import adapter_class
 from rnn_equivalence.frameworks.base import distribution_version
 from rnn_equivalence.harness.selection import elsewhere
 from rnn_equivalence.harness.summary import RUN_KINDS, conversions_text
+from rnn_equivalence.reference.formats import dtype_text
 
 
 def cost_text(cost: dict) -> str:
@@ -32,7 +33,8 @@ def cost_text(cost: dict) -> str:
             + f". Seconds per system (or test module), costliest first: {ranked}.")
 
 SCHEMA_VERSION = 6  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
-# 5: levels (by activation and options set); 6: gradients, optimizer (and, optional, elsewhere)
+# 5: levels (by activation and options set); 6: gradients, optimizer (and, optional, elsewhere; optional, a system
+# row's arithmetic)
 
 
 def cpu_name() -> str:
@@ -73,6 +75,7 @@ def build(summary, names, command: str | None = None, env: dict | None = None) -
     """The report as JSON; ``command`` and ``env``: the run's own where it ran elsewhere (merged shards)."""
     systems = [{
         "anchor": anchor(row.system, row.dtype), "system": row.system, "dtype": row.dtype, "family": row.family,
+        **({"arithmetic": row.arithmetic} if row.arithmetic else {}),
         "cell": row.cell, "versions": row.versions, "cases": row.cases, "max_error": row.max_error,
         "worst_ratio": row.worst_ratio, "known_issue_cases": row.known_cases,
         "known_issue_worst_ratio": row.known_worst_ratio,
@@ -154,7 +157,8 @@ def markdown(report: dict) -> str:
         if s["cases"] == 0 and s["known_issue_cases"]:
             ratio = "raises*" if s["known_issue_worst_ratio"] is None else f"{s['known_issue_worst_ratio']:.3g}*"
             error = "-" if s["known_issue_max_error"] is None else f"{s['known_issue_max_error']:.2e}*"
-        lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {s['dtype']} | {s['family']} | {s['cell']} "
+        dtype = dtype_text(s["dtype"], s.get("arithmetic", ""))
+        lines.append(f"| <a id=\"{s['anchor']}\"></a>{s['system']} | {dtype} | {s['family']} | {s['cell']} "
                      f"| {s['versions']} | {s['cases']} | {s['known_issue_cases']} | {error} | {ratio} "
                      f"| {' | '.join(_runs(s[kind]) for kind in RUN_KINDS)} | {bitwise} | {caught} | {s['verdict']} |")
     levels = [(s, level, runs) for s in report["systems"] if len(s["levels"]) > 1

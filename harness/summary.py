@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rnn_equivalence.reference.formats import dtype_text
+
 PROPERTY = "rnn_equivalence"
 # A report's count of converted models read from the conversion cache or converted in its phase
 # (rnn_equivalence.frameworks.conversion_cache, attached by rnn_equivalence.harness.records):
@@ -59,6 +61,7 @@ RUN_KINDS = ("padded", "chunked", "gradients", "optimizer")
 class Row:
     system: str
     dtype: str
+    arithmetic: str = ""  # where the bound models another arithmetic than the dtype's (frameworks/plan.py)
     cell: str = ""
     versions: str = ""
     family: str = ""  # "rnn", "lstm", "gru (reset_after)": the table's groups
@@ -85,6 +88,7 @@ class Row:
         self.cell = record.get("cell") or self.cell
         self.versions = record.get("versions") or self.versions
         self.family = record.get("family") or self.family
+        self.arithmetic = record.get("arithmetic") or self.arithmetic
         kind = record["kind"]
         if kind == "failure":
             self.failed_tests.append((record["test"], record["message"]))
@@ -177,8 +181,8 @@ class Summary:
             # A failed pair test's record names both systems too (rnn_equivalence.harness.records' makereport hook).
             key = (f"{record['system']} vs {record.get('other', '?')}", record["dtype"])
             self.pairs.setdefault(key, Row(*key)).add(record)
-        elif record["kind"] == "mutation":  # mutations run in float32 only
-            key = (record["system"], "float32")
+        elif record["kind"] == "mutation":  # in float32 and the half formats (frameworks/plan.py); float32 unnamed
+            key = (record["system"], record.get("dtype") or "float32")
             self.systems.setdefault(key, Row(*key)).add(record)
         else:
             key = (record["system"], record["dtype"])
@@ -364,8 +368,8 @@ class Summary:
             for _, row in sorted(self.systems.items()):
                 if row.family != family:
                     continue
-                rows.append((row.system, row.dtype, str(row.cases + row.known_cases), row.error_text,
-                             row.ratio_text, *(getattr(row, kind).text for kind in RUN_KINDS),
+                rows.append((row.system, dtype_text(row.dtype, row.arithmetic), str(row.cases + row.known_cases),
+                             row.error_text, row.ratio_text, *(getattr(row, kind).text for kind in RUN_KINDS),
                              ("yes" if all(row.exact) else "NO") if row.exact else "-",
                              f"{row.mutations_caught}/{row.mutations}" if row.mutations else "-", row.verdict))
             _table(rows, write_line)

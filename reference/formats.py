@@ -26,6 +26,16 @@ FORMATS = ("float64", "float32", *HALF_FORMATS)
 MIXED_POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 
 
+def dtype_text(dtype: str, arithmetic: str = "") -> str:
+    """A row's dtype as a report shows it: with the arithmetic its bound models where that is not the dtype's
+    own ("float16 (float32 within each op)": a mixed policy's arithmetic on data in the format)."""
+    if not arithmetic or arithmetic == dtype:
+        return dtype
+    if arithmetic in MIXED_POLICIES:
+        return f"{dtype} (float32 within each op)"
+    return f"{dtype} ({arithmetic})"
+
+
 def _ml_dtypes():
     """ml_dtypes, imported where bfloat16 is asked for: the environments that install the package without its
     dependencies (noxfile.py's onnx2tf and nobuco sessions) need it for nothing else."""

@@ -42,7 +42,15 @@ import numpy as np
 
 from rnn_equivalence.reference.formats import round_to
 
-FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The dtypes parameters and data may have, by name: float32 and float64, and the half formats
+# (rnn_equivalence.reference.formats: bfloat16 is ml_dtypes', compared by name so that nothing imports it here).
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+FLOAT_DTYPES_TEXT = "a float16, bfloat16, float32 or float64 array"
+
+
+def is_float_dtype(dtype) -> bool:
+    """Whether ``dtype`` (a NumPy dtype) is one of ``FLOAT_DTYPES``."""
+    return np.dtype(dtype).name in FLOAT_DTYPES
 GATES = {"rnn": ("h",), "lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
 GRU_VARIANTS = ("reset_after", "reset_before")
 RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")
@@ -79,8 +87,8 @@ def check_float_array(name: str, value, expected_shape: tuple[int, ...], shape_t
     its sizes come from, e.g. ``"H=4 from W_hh's shape (4, 4)"``.
     """
     array = np.asarray(value)
-    if array.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name}: expected a float32 or float64 array, got dtype {array.dtype}")
+    if not is_float_dtype(array.dtype):
+        raise TypeError(f"{name}: expected {FLOAT_DTYPES_TEXT}, got dtype {array.dtype}")
     if array.shape != expected_shape:
         raise ValueError(f"{name}: expected shape {shape_text} = {expected_shape}"
                          f"{f' ({source})' if source else ''}, got {array.shape}")

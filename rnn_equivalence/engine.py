@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from rnn_equivalence.frameworks import adapter_class, load
 from rnn_equivalence.frameworks.conversion_cache import take_counts
+from rnn_equivalence.frameworks.plan import arithmetic_of
 from rnn_equivalence.harness.cases import Case
 from rnn_equivalence.harness.environment import prepare_process
 from rnn_equivalence.harness.known_issues import KnownIssue, shows_as
@@ -35,6 +36,7 @@ from rnn_equivalence.harness.report import build
 from rnn_equivalence.harness.selection import uninstalled_modules
 from rnn_equivalence.harness.summary import Summary, peak_rss_gib
 from rnn_equivalence.reference.comparison import BoundExceeded, Comparison, assert_dtype, compare_outputs
+from rnn_equivalence.reference.formats import dtype_text
 
 # test_reference.py's two tests: whole sequences, and a compiled system's eager run.
 DESIGNS = ("whole", "eager")
@@ -111,9 +113,10 @@ def against_reference(adapter, case: Case, dtype: str, how: str = "") -> tuple[C
     """The system run on the case's mapped weights, each output against the float64 reference within its bound:
     the worst output's comparison, and the outputs. The one forward check, the engine's and the suite's."""
     actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
-    expected = adapter.arrange(case.reference(), case.config)
-    bounds = adapter.arrange(case.bound_vs_reference(dtype), case.config)
-    what = f"{adapter.describe()}{how} vs float64 reference, {case.describe(dtype)}"
+    expected = adapter.arrange(case.reference(dtype), case.config)
+    arithmetic = arithmetic_of(adapter, dtype)  # a half format computed in float32 within each op: that bound
+    bounds = adapter.arrange(case.bound_vs_reference(arithmetic), case.config)
+    what = f"{adapter.describe()}{how} vs float64 reference, {case.describe(dtype_text(dtype, arithmetic))}"
     return compare_outputs(actual, expected, bounds, what), actual
 
 
@@ -124,6 +127,8 @@ def judge(adapter, planned: ForwardCase) -> tuple[str, list[dict]]:
     cls = adapter_class(planned.system)
     about = {"system": planned.system, "dtype": planned.dtype, "family": cls.family + (
         f" ({cls.variant})" if cls.variant else "")}  # harness.records.family_of's, which imports pytest
+    if arithmetic_of(cls, planned.dtype) != planned.dtype:  # harness.records' record's
+        about["arithmetic"] = arithmetic_of(cls, planned.dtype)
     records = [{"kind": "known", **about, "known_issue": row.reason}] if row else []
 
     def failed(message: str) -> tuple[str, list[dict]]:

@@ -11,6 +11,7 @@ those steps.
 import numpy as np
 import pytest
 
+from rnn_equivalence.frameworks.plan import arithmetic_of
 from rnn_equivalence.harness.cases import chunked_cases, padded_cases, padded_right_in_float32
 from rnn_equivalence.reference.comparison import assert_dtype, assert_within_bound, compare_outputs
 from rnn_equivalence.reference.padding import Padding
@@ -25,8 +26,8 @@ def run_padded(adapter, case, dtype, padding="case"):
 
 
 def against_reference(adapter, case, dtype, actual, expected=None, what=""):
-    expected = adapter.arrange(case.reference() if expected is None else expected, case.config)
-    bounds = adapter.arrange(case.bound_vs_reference(dtype), case.config)
+    expected = adapter.arrange(case.reference(dtype) if expected is None else expected, case.config)
+    bounds = adapter.arrange(case.bound_vs_reference(arithmetic_of(adapter, dtype)), case.config)
     return compare_outputs(actual, expected, bounds,
                            f"{adapter.describe()}{what} vs float64 reference, {case.describe(dtype)}")
 
@@ -50,7 +51,7 @@ def run_in_chunks(adapter, case, dtype, carry=True):
     else:  # the mutation: every call starts afresh from the initial state
         outputs = [adapter.run(stack, xs, state, case.config) for xs in case.chunk_inputs(dtype)]
     comparisons = []
-    for j, (actual, (expected, bound)) in enumerate(zip(outputs, case.chunk_references(dtype))):
+    for j, (actual, (expected, bound)) in enumerate(zip(outputs, case.chunk_references(arithmetic_of(adapter, dtype)))):
         comparisons.append(compare_outputs(actual, adapter.arrange(expected, case.config),
                                            adapter.arrange(bound, case.config),
                                            f"{adapter.describe()} call {j + 1} of {len(outputs)} vs the whole run's "

@@ -257,15 +257,15 @@ def test_compare_prints_the_pages_lead_for_its_pair():
 
 # --- stateful and chunked runs (issue 36): the lead is the report's chunked records ---------------------------
 
-from docgen.answers import carried_by, ratio, runs_rows
+from docgen.answers import carried_by, ratio, read_by, runs_rows
 
 CHUNKED = next(q for q in QUESTIONS if q.anchor == "chunked-and-stateful")
 
 
 def test_the_chunked_lead_quotes_the_reports_chunked_records():
     """Its figures are read from the report when the page is generated, never typed in: change a chunked row
-    (within its bound) and the lead changes with it."""
-    rows = runs_rows("chunked", COMMITTED)
+    (within its bound) and the lead changes with it. Its rows are float32's and float64's (``read_by``)."""
+    rows = runs_rows("chunked", read_by(CHUNKED, COMMITTED))
     first = PAGE_SECTIONS[CHUNKED.anchor][2]
     assert first.startswith("**Yes**: a sequence run in chunks")
     assert f"on all {len({r['system'] for r in rows})} systems run so" in first
@@ -338,3 +338,126 @@ def test_each_system_run_in_chunks_carries_its_state_one_named_way():
     section = "\n".join(PAGE_SECTIONS[CHUNKED.anchor])
     for how in ("**Keras layers**", "**The frameworks' own layers and ONNX nodes**", "**Converted models**"):
         assert f"\n- {how}" in section, how
+
+
+# --- half precision (issue 37): the lead is the report's float16 and bfloat16 rows ----------------------------
+
+from docgen.answers import dtypes_broken
+from rnn_equivalence.reference.formats import HALF_FORMATS
+
+HALF = next(q for q in QUESTIONS if q.anchor == "half-precision")
+
+
+def with_half_rows(report):
+    """The report with half rows: its own where it has them; else each PyTorch system's float32 row in both half
+    formats, judged by float32 within each op, UNPROVEN where its system pins wrong mappings as within the bound
+    (the shape of the rows ``pytest --frameworks=torch,...`` writes)."""
+    if any(r["dtype"] in HALF_FORMATS for r in report["systems"]):
+        return report
+    report = copy.deepcopy(report)
+    for row in [r for r in report["systems"] if r["dtype"] == "float32"
+                and ADAPTERS[r["system"]].__module__.endswith(".pytorch")]:
+        for dtype in HALF_FORMATS:
+            pins = ADAPTERS[row["system"]].mutations_within_bound.get(dtype, ())
+            report["systems"].append({**copy.deepcopy(row), "dtype": dtype, "anchor": f"{row['system']}-{dtype}",
+                                      "arithmetic": f"mixed_{dtype}", "worst_ratio": 0.25,
+                                      "mutations_caught": row["mutations"] - len(pins),
+                                      "verdict": "UNPROVEN: a wrong mapping passed" if pins else "equivalent"})
+    return report
+
+
+WITH_HALF = with_half_rows(COMMITTED)
+
+
+def half_row(report, system, dtype="float16"):
+    return next(r for r in report["systems"] if r["system"] == system and r["dtype"] == dtype)
+
+
+def test_the_half_lead_quotes_the_reports_half_rows_and_names_the_unproven():
+    rows = [r for r in WITH_HALF["systems"] if r["dtype"] in HALF_FORMATS]
+    first = lead(HALF, WITH_HALF)
+    assert first.startswith("**Yes** for PyTorch on a CPU: within half precision on "
+                            f"{len({r['system'] for r in rows})} systems")
+    cases = sum(r["cases"] + r["padded"]["cases"] + r["chunked"]["cases"] for r in rows)
+    assert f"({cases} cases, worst err/bound " in first and "int8 and other frameworks: not checked yet" in first
+    pinned = {f"{r['system']} {r['dtype']}" for r in rows if r["mutations_caught"] < r["mutations"]}
+    assert pinned == {"torch-lstm-rnn float16", "torch-lstm-rnn bfloat16", "torch-gru-rnn float16",
+                      "torch-gru-rnn bfloat16", "torch-rnn bfloat16"}
+    assert "UNPROVEN for `nn.LSTM` and `nn.GRU` in both formats, `nn.RNN` in bfloat16" in first.replace(
+        "`nn.GRU` and `nn.LSTM`", "`nn.LSTM` and `nn.GRU`")
+    assert words(first) <= LEAD_WORDS
+    changed = copy.deepcopy(WITH_HALF)
+    half_row(changed, "torch-gru")["worst_ratio"] = 0.875
+    assert "worst err/bound 0.875)" in lead(HALF, changed)
+    section = "\n".join(question_section(HALF, WITH_HALF))
+    for r in rows:
+        if f"{r['system']} {r['dtype']}" in pinned:
+            assert f"(EQUIVALENCE.md#{r['anchor']})" in section.split("**Not proven:**")[1].split("**Not checked")[0]
+
+
+def beyond_the_half_bound(report):
+    half_row(report, "torch-gru")["worst_ratio"], half_row(report, "torch-gru")["verdict"] = 3.5, "NOT equivalent"
+
+
+def a_wrong_mapping_passed_unpinned(report):  # torch-gru pins none: any wrong run not caught contradicts
+    row = half_row(report, "torch-gru", "bfloat16")
+    row["mutations_caught"], row["verdict"] = row["mutations"] - 1, "UNPROVEN: a wrong mapping passed"
+
+
+def more_passed_than_pinned(report):
+    row = half_row(report, "torch-lstm-rnn")
+    row["mutations_caught"] -= 1
+
+
+def a_half_test_failed(report):
+    half_row(report, "torch-rnn")["verdict"] = "FAILED: 1 test(s)"
+
+
+@pytest.mark.parametrize("broken", [beyond_the_half_bound, a_wrong_mapping_passed_unpinned, more_passed_than_pinned,
+                                    a_half_test_failed], ids=lambda f: f.__name__)
+def test_a_half_row_that_disagrees_stops_the_generator(broken):
+    lead(HALF, WITH_HALF)  # as built: holds
+    report = copy.deepcopy(WITH_HALF)
+    broken(report)
+    assert dtypes_broken(HALF_FORMATS, report)
+    with pytest.raises(AnswerContradicted, match="half-precision: the lead says Yes for PyTorch on a CPU, but "):
+        lead(HALF, report)
+
+
+def test_what_the_half_lead_says_of_the_rows_is_checked():
+    none = copy.deepcopy(WITH_HALF)
+    none["systems"] = [r for r in none["systems"] if r["dtype"] not in HALF_FORMATS]
+    with pytest.raises(AnswerContradicted, match="about float16 and bfloat16 rows, but the report has none"):
+        lead(HALF, none)
+    other = copy.deepcopy(WITH_HALF)  # the lead says other frameworks are not checked in half yet
+    other["systems"].append({**half_row(other, "torch-gru"), "system": "keras-tf-gru",
+                             "anchor": "keras-tf-gru-float16"})
+    with pytest.raises(AnswerContradicted, match="other frameworks are not checked in half yet, but .*keras-tf-gru"):
+        lead(HALF, other)
+    unjudged = copy.deepcopy(WITH_HALF)  # the lead says float32 arithmetic with half storage
+    del half_row(unjudged, "torch-lstm", "bfloat16")["arithmetic"]
+    with pytest.raises(AnswerContradicted, match="torch-lstm bfloat16 is judged by another bound"):
+        lead(HALF, unjudged)
+    int8 = copy.deepcopy(WITH_HALF)  # the lead says int8 is not checked yet
+    int8["systems"].append({**half_row(int8, "torch-gru"), "dtype": "int8", "anchor": "torch-gru-int8"})
+    with pytest.raises(AnswerContradicted, match="rows in int8, which no question reads"):
+        page(int8)
+
+
+@pytest.mark.parametrize("question", [q for q in QUESTIONS if q is not HALF], ids=lambda q: q.anchor)
+def test_a_float32_answer_reads_float32_and_float64_rows_only(question):
+    """Half rows do not move another answer's figures or evidence (``read_by``): its section is the same."""
+    assert question_section(question, WITH_HALF) == question_section(question, read_by(question, WITH_HALF))
+    assert question_section(question, WITH_HALF) == question_section(question, COMMITTED)
+
+
+def test_a_row_unproven_by_its_pinned_wrong_mappings_alone_does_not_make_a_pair_no():
+    lstm, layer = ADAPTERS["torch-lstm"], ADAPTERS["torch-lstm-rnn"]
+    pinned = {**row("torch-lstm-rnn", "float16", "UNPROVEN: a wrong mapping passed"), "mutations": 5,
+              "mutations_caught": 4}
+    verdict, reason = decide(lstm, layer, [row("torch-lstm"), row("torch-lstm-rnn"), pinned], None)
+    assert verdict == "Yes" and "UNPROVEN in torch-lstm-rnn float16" in reason
+    unpinned = {**pinned, "system": "torch-lstm", "dtype": "float16"}  # torch-lstm pins none
+    assert decide(lstm, layer, [row("torch-lstm"), row("torch-lstm-rnn"), unpinned], None)[0] == "No"
+    beyond = {**pinned, "mutations_caught": 3}  # two passed, one pinned
+    assert decide(lstm, layer, [row("torch-lstm"), row("torch-lstm-rnn"), beyond], None)[0] == "No"

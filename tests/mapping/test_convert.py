@@ -182,12 +182,12 @@ def test_an_activation_the_target_lacks_is_refused():
     (lambda n: {**n, "weight_ih": n["weight_ih"].T}, r"weight_ih: expected shape \(4\*hidden_size, input_size\)"),
     (lambda n: {k: v for k, v in n.items() if k != "bias_hh"}, r"missing \['bias_hh'\]"),
     (lambda n: {**n, "extra": n["bias_hh"]}, r"unexpected \['extra'\]"),
-    (lambda n: {**n, "bias_ih": n["bias_ih"].astype(np.int64)}, "expected a float32 or float64 array"),
+    (lambda n: {**n, "bias_ih": n["bias_ih"].astype(np.int64)}, "expected a float16, bfloat16, float32 or float64 array"),
     (lambda n: {k: v for k, v in n.items() if k != "weight_hh"}, r"missing 'weight_hh'"),
     (lambda n: [1, 2], "expected a dict of named weights, got list"),
     (lambda n: {**n, "weight_hh": 3.0},
      r"weight_hh: expected an array of shape \(4\*hidden_size, hidden_size\), got shape \(\)"),
-    (lambda n: {**n, "bias_ih": "zeros"}, "expected a float32 or float64 array"),
+    (lambda n: {**n, "bias_ih": "zeros"}, "expected a float16, bfloat16, float32 or float64 array"),
     (lambda n: {**n, "weight_ih": np.full_like(n["weight_ih"], np.nan)}, "expected finite values"),
 ])
 def test_bad_weights_are_refused_in_the_frameworks_names(change, message):
