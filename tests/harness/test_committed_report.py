@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rnn_equivalence.frameworks import ADAPTERS, adapter_class
+from rnn_equivalence.compare import pinned_only
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "equivalence.json"
@@ -51,5 +52,9 @@ def test_committed_report_is_valid_and_all_verdicts_are_explained():
     # Full depth (--depth=full) is the citeable design.
     assert report["depth"] == "full", "the committed report is the full design's"
     for row in report["systems"]:
+        # UNPROVEN only where the wrong mappings not caught are those the system pins as below that half
+        # format's bound (TestPlan.mutations_within_bound): explained, and said by compare and the README.
+        if pinned_only(adapter_class(row["system"]), row):
+            continue
         assert row["verdict"] in ("equivalent", "NOT equivalent where noted below"), row
         assert row["verdict"] == "equivalent" or row["known_issues"], row
