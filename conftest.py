@@ -110,6 +110,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
+        "environment(session, module): a test of a tool with no system, run in its nox session or where ``module`` is "
+        "installed, deselected elsewhere (rnn_equivalence.harness.selection.tested_here)",
+    )
+    config.addinivalue_line(
+        "markers",
         "pair_with_source: the test compares an exported model with its source (Adapter.compare_with); "
         "a failure belongs to that pair's row",
     )
@@ -325,6 +330,10 @@ def pytest_collection_modifyitems(config, items):
     empty = [item for item in items if any(
         m.name == "skip" and str(m.kwargs.get("reason", "")).startswith("got empty parameter set")
         for m in item.iter_markers())]
+    # A tool with no system, in its own environment (the marker ``environment``): elsewhere deselected, as a
+    # session system's tests are in a run that does not name it.
+    empty += [item for item in items if any(
+        not selection_mod.tested_here(*m.args, os.environ) for m in item.iter_markers("environment"))]
     shard = config.stash[SHARD]
     if shard:  # the other parts' tests (rnn_equivalence.harness.shards)
         k, n = shard

@@ -184,3 +184,69 @@ def nobuco(session):
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
                 f"--systems={systems('nobuco')}", f"--equivalence-report={(ENVIRONMENTS / 'nobuco').relative_to(ROOT)}",
                 *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# onnx2torch (ONNX to PyTorch) imports torchvision. PyPI's torchvision wheels are CUDA builds whose compiled ops
+# need a torch with CUDA (0.28.0 beside the CPU torch 2.13.0 fails: "operator torchvision::nms does not exist"), so
+# the environment is nobuco's pair from this machine's disk, torch 2.14.1 (CUDA, run on the CPU) and torchvision
+# 0.29.1. It stays out of the main environment: there torchvision could change the main run (torch.onnx and
+# onnxscript pick it up when present), and the default run's cost stays as it was. onnx2torch 1.5.15 refuses the
+# ONNX RNN, LSTM and GRU nodes (frameworks/onnx2torch_export.py): no systems, so no report; the session runs the
+# tests that pin the refusal (tests/equivalence/test_onnx2torch.py) on the ONNX systems that build the nodes.
+# RNN_EQ_ENVIRONMENT names the session, where a missing onnx2torch is an error (elsewhere those tests are
+# deselected).
+ONNX2TORCH = ("onnx2torch==1.5.15", "torch==2.14.1", "torchvision==0.29.1", "onnx>=1.16", "onnxruntime>=1.18")
+
+
+@nox.session(python="3.11", default=False)
+def onnx2torch(session):
+    """onnx2torch's tests, in its own environment: its refusal of the recurrent nodes (no systems)."""
+    from rnn_equivalence.frameworks.onnx2torch_export import ENVIRONMENT, NODES
+
+    session.install(*ONNX2TORCH)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")  # the suite's own, but numpy
+    session.run("python", "-c", "import onnx, onnxruntime, torchvision, onnx2torch", silent=True)
+    session.run("pytest", "-p", "no:cacheprovider", f"--systems={','.join(NODES)}",
+                "tests/equivalence/test_onnx2torch.py", *session.posargs,
+                env={"CI": "true", "RNN_EQ_ENVIRONMENT": ENVIRONMENT})
+
+
+# coremltools converts on Linux, but its predictions need macOS: its systems (frameworks/coreml_export.py) are
+# checked at the level of the specification (the MIL program's recurrent ops read back and evaluated with their
+# documented equations), here, their report in docs/environments/coreml. torch first: the CPU wheel on this
+# machine's disk (coremltools 9.0 adds only cattrs and pyaml beside it).
+COREML = "coremltools==9.0"
+
+
+@nox.session(python="3.11", default=False)
+def coreml(session):
+    """The Core ML systems, at full depth, in coremltools' own environment: the report the committed one links."""
+    session.install(TORCH)
+    session.install(COREML)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")  # the suite's own, --no-deps
+    session.run("python", "-c", "import coremltools, torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('coreml')}", f"--equivalence-report={(ENVIRONMENTS / 'coreml').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# PaddlePaddle 3.3.1 (CPU wheel, ~195 MB) would install beside the main environment's pins (`pip install
+# --dry-run paddlepaddle==3.3.*` there adds only httpx, anyio, h11, httpcore and opt-einsum, and changes no pin)
+# but it is kept out of it: it costs the default run its download and import, and no other system needs it. Its
+# systems (frameworks/paddle_cells.py) run here, their report in docs/environments/paddle. No torch: the checks
+# compare Paddle with the NumPy reference, and the state_dict's cell_fw/cell_bw copies with Paddle itself.
+PADDLE = ("paddlepaddle==3.3.1", "numpy>=1.26", "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")
+
+
+@nox.session(python="3.11", default=False)
+def paddle(session):
+    """The PaddlePaddle systems, at full depth, in Paddle's own environment: the report the committed one links."""
+    session.install(*PADDLE)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS)
+    session.run("python", "-c", "import paddle", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('paddle')}", f"--equivalence-report={(ENVIRONMENTS / 'paddle').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})

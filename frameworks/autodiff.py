@@ -71,6 +71,33 @@ class TorchAutograd:
         self.torch.autograd.backward(outs, grad_tensors=seeds)
 
 
+class PaddleGrad:
+    name = "paddle.grad"
+
+    def __init__(self):
+        self.paddle = importlib.import_module("paddle")
+
+    def seeds(self, outputs, cotangents, check) -> tuple[list, list]:
+        """The outputs and their cotangents as two lists of tensors, in one order, each seed in its output's dtype."""
+        check(outputs, cotangents)
+        keys = list(outputs)
+        return ([outputs[key] for key in keys],
+                [self.paddle.to_tensor(np.ascontiguousarray(cotangents[key]), dtype=outputs[key].dtype)
+                 for key in keys])
+
+    def vjp(self, forward, sources, cotangents, check):
+        """``sources``: a list of tensors with ``stop_gradient=False`` (leaves, or a layer's parameters)."""
+        outputs = forward()
+        outs, seeds = self.seeds(outputs, cotangents, check)
+        grads = self.paddle.grad(outs, list(sources), grad_outputs=seeds, allow_unused=True)
+        return outputs, [self.paddle.zeros_like(s) if d is None else d for s, d in zip(sources, grads)]
+
+    def backward(self, forward, cotangents, check):
+        """Accumulate dL/dw into every parameter's ``.grad`` (what ``paddle.optimizer`` steps on)."""
+        outs, seeds = self.seeds(forward(), cotangents, check)
+        self.paddle.autograd.backward(outs, grad_tensors=seeds)
+
+
 class JaxVjp:
     """jax.vjp, eager or compiled.
 
@@ -114,7 +141,7 @@ class JaxVjp:
         return {key: self.jax.numpy.asarray(cotangents[key], output.dtype) for key, output in outputs.items()}
 
 
-LIBRARIES = {runtime.name: runtime for runtime in (TensorflowTape, TorchAutograd, JaxVjp)}
+LIBRARIES = {runtime.name: runtime for runtime in (TensorflowTape, TorchAutograd, PaddleGrad, JaxVjp)}
 _RUNTIMES: dict[str, object] = {}
 
 

@@ -53,6 +53,24 @@ def select(option: str | None, environ) -> Selection:
     return Selection(names, explicit=True, ci=ci)
 
 
+# A tool with no system (it refuses every node: frameworks/onnx2torch_export.py) is tested in its nox session,
+# which names itself here; a run elsewhere skips those tests, naming the session.
+ENVIRONMENT_VAR = "RNN_EQ_ENVIRONMENT"
+
+
+def in_environment(session: str, environ) -> bool:
+    """True where the run is the nox session ``session``'s (``RNN_EQ_ENVIRONMENT``, set by noxfile.py): there a
+    missing tool is an error, as a session system's is (its session names it, and sets CI=true)."""
+    return environ.get(ENVIRONMENT_VAR, "").strip() == session
+
+
+def tested_here(session: str, module: str, environ) -> bool:
+    """Whether a run tests a tool with no system that lives in the nox session ``session``: in that session, or
+    where ``module`` is installed. Elsewhere its tests are deselected, as a session system's in a run that does
+    not name it (conftest.py, the marker ``environment``)."""
+    return in_environment(session, environ) or importlib.util.find_spec(module) is not None
+
+
 def elsewhere(names) -> dict[str, list[str]]:
     """The systems a run of ``names`` leaves to their own environments: {nox session: [systems]}."""
     left: dict[str, list[str]] = {}

@@ -13,7 +13,8 @@ def test_default_is_every_framework_and_not_explicit():
     assert own and chosen.names == tuple(n for n in ADAPTERS if n not in own)
     assert not chosen.explicit and not chosen.missing_is_error
     assert selection.elsewhere(chosen.names) == {
-        session: [n for n in own if adapter_class(n).environment == session] for session in ("onnx2tf", "nobuco")}
+        session: [n for n in own if adapter_class(n).environment == session]
+        for session in ("onnx2tf", "nobuco", "coreml", "paddle")}
 
 
 def test_a_system_of_another_environment_runs_when_named():
@@ -73,3 +74,15 @@ def test_a_second_class_with_a_taken_name_is_refused():
 
     with pytest.raises(TypeError, match=r"adapter name 'torch' is taken by TorchRNNCell"):
         type("Again", (Adapter,), {"name": "torch", "family": "rnn"})
+
+
+def test_a_tool_without_systems_is_tested_in_its_session_or_where_installed():
+    """The marker ``environment(session, module)`` (tests/equivalence/test_onnx2torch.py): its tests run in the nox
+    session that names itself, or where the module is installed; elsewhere they are deselected."""
+    assert selection.in_environment("onnx2torch", {selection.ENVIRONMENT_VAR: "onnx2torch"})
+    assert not selection.in_environment("onnx2torch", {selection.ENVIRONMENT_VAR: "nobuco"})
+    assert not selection.in_environment("onnx2torch", {})
+    missing = "rnn_equivalence_no_such_module"
+    assert selection.tested_here("onnx2torch", missing, {selection.ENVIRONMENT_VAR: "onnx2torch"})
+    assert not selection.tested_here("onnx2torch", missing, {"CI": "true"})
+    assert selection.tested_here("onnx2torch", "numpy", {})
