@@ -509,10 +509,11 @@ def dtype_cell(a: str, b: str, dtype: str, report: dict, refusal) -> str:
         missing = sorted({a, b} - {r["system"] for r in rows})
         return f"not run ({', '.join(missing)}: no {dtype})"
     verdict, reason = decide(ADAPTERS[a], ADAPTERS[b], rows, refusal)
-    link = next(r["anchor"] for r in rows if r["system"] == b)
+    row_b = next(r for r in rows if r["system"] == b)  # on its own environment's page where it ran there
     known = " (known issue)" if reason.startswith("Only where no known upstream issue applies") else ""
     cell = f"{verdict}{known}: {short_reason(verdict, reason)}".rstrip(": ")
-    return f"{cell} ([row](EQUIVALENCE.md#{link}))" if verdict != "Yes" else cell
+    return (f"{cell} ([row]({row_b.get('page', 'EQUIVALENCE.md')}#{row_b['anchor']}))" if verdict != "Yes"
+            else cell)
 
 
 def anchor_table(report: dict) -> list[str]:
@@ -529,6 +530,11 @@ def anchor_table(report: dict) -> list[str]:
 
 # --- the page ----------------------------------------------------------------------------------------------
 
+def _and(names: list[str]) -> str:
+    """"a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def page(report: dict) -> str:
     """The page for the committed ``report`` (the rows of its environments' own reports merged in)."""
     env = report["environment"]
@@ -542,8 +548,9 @@ def page(report: dict) -> str:
              f"{', '.join(f'{k} {v}' for k, v in env['versions'].items())}; Python {env['python']}), never edited "
              "by hand. Each answer gives its verdict first, for the frameworks' default settings, then the formula "
              "that explains it, the mapping in your frameworks ending in a check, and the evidence. "
-             "`rnn-equivalence compare A B` answers again on the versions you have. onnx2tf and nobuco are "
-             "answered from their own environments' full-depth reports, linked.", "",
+             "`rnn-equivalence compare A B` answers again on the versions you have. "
+             + (f"{_and(sorted(report['elsewhere']))} are answered from their own environments' full-depth "
+                "reports, linked." if report.get("elsewhere") else ""), "",
              "## <a id=\"reading-the-figures\"></a>Reading the figures", "",
              "- **err/bound**: the largest error against the float64 reference divided by its derived rounding "
              "bound ([TOLERANCES.md](TOLERANCES.md)). At most 1: the same function within rounding.",
