@@ -144,7 +144,8 @@ CARRIES = {
               "state: PyTorch's `(h_n, c_n)` as `(h_0, c_0)`, ONNX's `Y_h`/`Y_c` as `initial_h`/`initial_c`, "
               "Flax's carry, TF1's `dynamic_rnn` state",
     "converted": "**Converted models** (torch.onnx.export, tf2onnx, TFLite with a model per chunk length, onnx2tf, "
-                 "nobuco), the state an input and an output of the graph, fed back by the caller",
+                 "nobuco; coremltools' program, read at the level of its specification), the state an input and an "
+                 "output of the graph, fed back by the caller",
 }
 
 
