@@ -54,7 +54,7 @@ def select(option: str | None, environ) -> Selection:
 
 
 # A tool with no system (it refuses every node: frameworks/onnx2torch_export.py) is tested in its nox session,
-# which names itself here; a run elsewhere skips those tests, naming the session.
+# which names itself here; a run elsewhere deselects those tests, as it leaves out a session system.
 ENVIRONMENT_VAR = "RNN_EQ_ENVIRONMENT"
 
 
