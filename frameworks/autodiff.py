@@ -45,56 +45,68 @@ class TensorflowTape:
         return outputs, grads
 
 
-class TorchAutograd:
-    name = "torch.autograd"
-
-    def __init__(self):
-        self.torch = importlib.import_module("torch")
-
-    def seeds(self, outputs, cotangents, check) -> tuple[list, list]:
-        """The outputs and their cotangents as two lists of tensors, in one order."""
-        check(outputs, cotangents)
-        keys = list(outputs)
-        return ([outputs[key] for key in keys],
-                [self.torch.as_tensor(np.ascontiguousarray(cotangents[key]), dtype=outputs[key].dtype) for key in keys])
-
-    def vjp(self, forward, sources, cotangents, check):
-        """``sources``: a list of tensors requiring grad (leaves, or a module's parameters)."""
-        outputs = forward()
-        outs, seeds = self.seeds(outputs, cotangents, check)
-        grads = self.torch.autograd.grad(outs, list(sources), grad_outputs=seeds, allow_unused=True)
-        return outputs, [self.torch.zeros_like(s) if d is None else d for s, d in zip(sources, grads)]
-
-    def backward(self, forward, cotangents, check):
-        """Accumulate dL/dw into every parameter's ``.grad`` (what ``torch.optim`` steps on)."""
-        outs, seeds = self.seeds(forward(), cotangents, check)
-        self.torch.autograd.backward(outs, grad_tensors=seeds)
-
-
-class PaddleGrad:
-    name = "paddle.grad"
-
-    def __init__(self):
-        self.paddle = importlib.import_module("paddle")
+class OutputsAndSeeds:
+    """Reverse mode from the outputs with their cotangents as seeds, as torch.autograd and paddle.grad both take it;
+    a library gives its tensor, gradient, zeros and backward calls (``_seed``, ``_grad``, ``_zeros_like``,
+    ``_backward``)."""
 
     def seeds(self, outputs, cotangents, check) -> tuple[list, list]:
         """The outputs and their cotangents as two lists of tensors, in one order, each seed in its output's dtype."""
         check(outputs, cotangents)
         keys = list(outputs)
         return ([outputs[key] for key in keys],
-                [self.paddle.to_tensor(np.ascontiguousarray(cotangents[key]), dtype=outputs[key].dtype)
-                 for key in keys])
+                [self._seed(np.ascontiguousarray(cotangents[key]), outputs[key].dtype) for key in keys])
 
     def vjp(self, forward, sources, cotangents, check):
-        """``sources``: a list of tensors with ``stop_gradient=False`` (leaves, or a layer's parameters)."""
+        """``sources``: a list of tensors the library differentiates (leaves, or a module's parameters)."""
         outputs = forward()
         outs, seeds = self.seeds(outputs, cotangents, check)
-        grads = self.paddle.grad(outs, list(sources), grad_outputs=seeds, allow_unused=True)
-        return outputs, [self.paddle.zeros_like(s) if d is None else d for s, d in zip(sources, grads)]
+        grads = self._grad(outs, list(sources), seeds)
+        return outputs, [self._zeros_like(s) if d is None else d for s, d in zip(sources, grads)]
 
     def backward(self, forward, cotangents, check):
-        """Accumulate dL/dw into every parameter's ``.grad`` (what ``paddle.optimizer`` steps on)."""
+        """Accumulate dL/dw into every parameter's ``.grad`` (what the library's optimizers step on)."""
         outs, seeds = self.seeds(forward(), cotangents, check)
+        self._backward(outs, seeds)
+
+
+class TorchAutograd(OutputsAndSeeds):
+    name = "torch.autograd"
+
+    def __init__(self):
+        self.torch = importlib.import_module("torch")
+
+    def _seed(self, array, dtype):
+        return self.torch.as_tensor(array, dtype=dtype)
+
+    def _grad(self, outs, sources, seeds):
+        return self.torch.autograd.grad(outs, sources, grad_outputs=seeds, allow_unused=True)
+
+    def _zeros_like(self, source):
+        return self.torch.zeros_like(source)
+
+    def _backward(self, outs, seeds):
+        self.torch.autograd.backward(outs, grad_tensors=seeds)
+
+
+class PaddleGrad(OutputsAndSeeds):
+    """``sources``: tensors with ``stop_gradient=False``."""
+
+    name = "paddle.grad"
+
+    def __init__(self):
+        self.paddle = importlib.import_module("paddle")
+
+    def _seed(self, array, dtype):
+        return self.paddle.to_tensor(array, dtype=dtype)
+
+    def _grad(self, outs, sources, seeds):
+        return self.paddle.grad(outs, sources, grad_outputs=seeds, allow_unused=True)
+
+    def _zeros_like(self, source):
+        return self.paddle.zeros_like(source)
+
+    def _backward(self, outs, seeds):
         self.paddle.autograd.backward(outs, grad_tensors=seeds)
 
 
