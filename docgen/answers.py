@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from rnn_equivalence.compare import answer_from_report, decide, mapping_lines, pinned_only
-from docgen.questions import CARRIES, QUESTIONS, Claim, Question, kind_of
+from docgen.questions import CARRIES, FORWARD, QUESTIONS, Claim, Question, Records, kind_of
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "equivalence.json"
@@ -115,6 +115,64 @@ def dtypes_broken(dtypes: tuple[str, ...], report: dict) -> list[str]:
             for r in dtype_rows(dtypes, report) if r["verdict"] != "equivalent" and not pinned(r)]
 
 
+# The test modules whose failures belong to a row's records other than the forward pass's (``Records``): a failed
+# test of any other module (the reference comparisons, padded and chunked runs, wrong mappings, a system's own
+# findings) is the forward pass's.
+RECORD_TESTS = {"gradients": "test_gradients.py", "optimizer": "test_optimizer.py"}
+
+
+def record(row: dict, kind: str) -> dict:
+    """A row's record of ``kind``: "cases" is its whole-sequence comparisons, the others its own records."""
+    if kind == "cases":
+        return {"cases": row["cases"], "max_error": row["max_error"], "worst_ratio": row["worst_ratio"]}
+    return row[kind]
+
+
+def kind_of_test(test: str) -> str:
+    """The record a failed test (its id) belongs to: "gradients", "optimizer", or "forward"."""
+    module = test.split("::")[0].rsplit("/", 1)[-1]
+    return next((kind for kind, name in RECORD_TESTS.items() if name == module), "forward")
+
+
+def name_of_test(test: str) -> str:
+    """A test id's function name, without its module and parameters."""
+    return test.split("::")[-1].split("[")[0]
+
+
+def records_rows(records: Records, report: dict) -> list[dict]:
+    return [r for r in report["systems"] if r["system"] in records.systems]
+
+
+def records_broken(records: Records, report: dict) -> list[str]:
+    """What in the report says the rows' records of ``records`` do not agree: a system with no row, a record beyond
+    its bound, a failed test of it; for the forward pass also a known upstream issue met, a wrong mapping passed,
+    a difference proved but the conventions ``records.excluding`` names. Empty where they agree."""
+    rows = records_rows(records, report)
+    forward = bool(set(records.kinds) & set(FORWARD))
+    kinds = set(records.kinds) | ({"forward"} if forward else set())
+    broken = [f"{name} has no row" for name in records.systems if name not in {r["system"] for r in rows}]
+    for r in rows:
+        where = f"{r['system']} {r['dtype']}"
+        broken += [f"{where}'s {kind} reach err/bound {ratio(record(r, kind)['worst_ratio'])}"
+                   for kind in records.kinds if record(r, kind)["worst_ratio"] > 1]
+        broken += [f"{where}: {t['test']} failed: {t['message']}" for t in r["failed_tests"]
+                   if kind_of_test(t["test"]) in kinds]
+        if forward and r["known_issue_cases"]:
+            broken.append(f"{where} met known upstream issues: {'; '.join(r['known_issues'])}")
+        if forward and r["mutations_caught"] < r["mutations"]:
+            broken.append(f"{where} caught {r['mutations_caught']} of its {r['mutations']} wrong mappings")
+    if forward:
+        broken += [f"{n['system']} vs {n['against']}: {n['reason']}" for n in report["non_equivalences"]
+                   if n["system"] in records.systems and n["ratio"] > 1 and kind_of(n) not in records.excluding]
+    return broken
+
+
+def unrun_rows(claim: Claim, report: dict) -> list[dict]:
+    """The report's rows of the systems ``claim`` says cannot be run (``Claim.unrun``): none while it holds."""
+    return [r for u in claim.unrun for r in report["systems"] if r["system"].startswith(u.prefix)
+            and (not u.family or r["family"].split(" ")[0] == u.family)]
+
+
 def check_claim(question: Question, claim: Claim, report: dict) -> None:
     """AnswerContradicted unless the report bears ``claim`` out: a Yes with no difference proved on its
     subject, every pair of it Yes and, for a claim about a kind of run, such runs that all agree
@@ -125,6 +183,13 @@ def check_claim(question: Question, claim: Claim, report: dict) -> None:
     broken = runs_broken(claim.runs, report) if claim.runs else []
     if claim.runs and not runs_rows(claim.runs, report):
         raise AnswerContradicted(f"{where} about {claim.runs} runs, but the report has none")
+    if claim.records:
+        broken += records_broken(claim.records, report)
+    ran = unrun_rows(claim, report)
+    if ran:
+        why = "; ".join(u.why for u in claim.unrun)
+        raise AnswerContradicted(f"{where} ({why}), but the report has rows of "
+                                 f"{', '.join(dict.fromkeys(r['system'] + ' ' + r['dtype'] for r in ran))}")
     if claim.dtypes:
         if not dtype_rows(claim.dtypes, report):
             raise AnswerContradicted(f"{where} about {' and '.join(claim.dtypes)} rows, but the report has none")
@@ -138,7 +203,7 @@ def check_claim(question: Question, claim: Claim, report: dict) -> None:
         if broken:
             raise AnswerContradicted(f"{where}, but {'; '.join(broken[:3])}")
     elif claim.verdict in ("No", "Only if"):
-        if not found and not broken and claim.verdict not in verdicts:
+        if not found and not broken and claim.verdict not in verdicts and not claim.unrun:
             raise AnswerContradicted(f"{where}, but the report proves no difference on its subject and no pair "
                                      f"of it is answered {claim.verdict}")
         if claim.verdict == "Only if" and not claim.condition:
@@ -343,8 +408,112 @@ def half_figures(report: dict) -> dict:
             "caught_beyond": f"{max(caught_beyond(d) for d in HALF_FORMATS):g}"}
 
 
+def versions_said(rows: list[dict]) -> str:
+    """The rows' versions, the first (the converter's or the framework's) first and the others in parentheses:
+    "coremltools 9.0 (torch 2.13.0+cpu)"."""
+    seen = list(dict.fromkeys(v.strip() for r in rows for v in r["versions"].split(",")))
+    return seen[0] + (f" ({', '.join(seen[1:])})" if len(seen) > 1 else "")
+
+
+def forward_figures(systems: tuple[str, ...], report: dict) -> dict:
+    """The forward pass of ``systems``' rows (``FORWARD``: whole sequences, padded and chunked runs): their
+    versions, systems, cases and worst err/bound, and their wrong mappings caught."""
+    rows = [r for r in report["systems"] if r["system"] in systems]
+    if not rows:
+        raise AnswerContradicted(f"the report has no rows of {', '.join(systems)}")
+    return {"versions": versions_said(rows), "systems": len({r["system"] for r in rows}),
+            "cases": sum(record(r, kind)["cases"] for r in rows for kind in FORWARD),
+            "worst": ratio(max(record(r, kind)["worst_ratio"] for r in rows for kind in FORWARD)),
+            "caught": sum(r["mutations_caught"] for r in rows), "mutations": sum(r["mutations"] for r in rows)}
+
+
+# The configuration the Paddle layers' gradients fail in (tests/equivalence/test_paddle.py, GRAD_SETTINGS): a
+# failed gradient test of a Paddle layer in any other contradicts the lead.
+PADDLE_GRADIENT_SETTING = re.compile(r"-bi-h0-.*-lengths")
+
+
+def paddle_figures(report: dict) -> dict:
+    """The Paddle question's figures: its systems' forward pass (``forward_figures``), and the rows whose gradients
+    fail, each a bullet with its gradient record, its failed tests and its link. What the lead says of them is
+    checked: every failed gradient test of a layer is of a bidirectional layer given lengths and an initial state."""
+    from docgen.questions import PADDLE_CELLS, PADDLE_LAYERS
+
+    values = forward_figures(PADDLE_CELLS + PADDLE_LAYERS, report)
+    rows = [r for r in report["systems"] if r["system"] in PADDLE_LAYERS]
+    failed = {id(r): [t["test"] for t in r["failed_tests"] if kind_of_test(t["test"]) == "gradients"] for r in rows}
+    other = [test for tests in failed.values() for test in tests if not PADDLE_GRADIENT_SETTING.search(test)]
+    if other:
+        raise AnswerContradicted(f"paddle: the lead says paddle.grad fails for a bidirectional layer given "
+                                 f"sequence_length and an initial state, but {other[0]} failed")
+    failing = sorted((r for r in rows if r["gradients"]["worst_ratio"] > 1 or failed[id(r)]),
+                     key=lambda r: (PADDLE_LAYERS.index(r["system"]), r["dtype"]))
+    bullets = []
+    for r in failing:
+        tests, gradients = failed[id(r)], r["gradients"]
+        said = (f"; failed: `{tests[0].split('::')[-1]}`" + (f" and {len(tests) - 1} more" if len(tests) > 1 else "")
+                if tests else "")
+        bullets.append(f"- {r['system']} {r['dtype']}: gradients err/bound {ratio(gradients['worst_ratio'])} over "
+                       f"{gradients['cases']} cases, largest error {gradients['max_error']:.2g}{said} "
+                       f"({_report_link(r['anchor'], r.get('page', 'EQUIVALENCE.md'))}).")
+    cells = list(dict.fromkeys(f"`{r['cell'].split('.')[-1]}`" for r in failing))
+    dtypes = list(dict.fromkeys(r["dtype"] for r in failing))
+    return {**values, "failing": f"{_and(cells)} in {_and(dtypes)}" if failing else "none",
+            "gradient_worst": ratio(max((r["gradients"]["worst_ratio"] for r in failing), default=0.0)),
+            "failing_rows": "\n".join(bullets) or "- none."}
+
+
+def coreml_figures(report: dict) -> dict:
+    """The Core ML question's figures: its systems' forward pass (``forward_figures``) and its LSTM's, the figure
+    for coremltools#824. What the lead says of it is checked: the LSTM's rows run bidirectional layers, and a wrong
+    mapping that swaps the directions is among those they catch."""
+    from docgen.questions import COREML
+    from rnn_equivalence.frameworks import ADAPTERS
+
+    values = forward_figures(COREML, report)
+    lstm = [r for r in report["systems"] if r["system"] in COREML and r["family"] == "lstm"]
+    where = "coreml: the lead says coremltools#824's bidirectional LSTM is not reproduced"
+    if not lstm:
+        raise AnswerContradicted(f"{where}, but the report has no Core ML LSTM row")
+    systems = [ADAPTERS[name] for name in dict.fromkeys(r["system"] for r in lstm)]
+    configs = [config for cls in systems for config in cls.configs]
+    both = [config for config in configs if config.bidirectional]
+    swaps = [name for cls in systems for name in cls.mutations if "forward and backward swapped" in name]
+    if not both or not swaps:
+        raise AnswerContradicted(f"{where}, but its rows run no bidirectional layer or do not check its directions")
+    return {**values, "bidirectional": ratio(max(r["worst_ratio"] for r in lstm)),
+            "lstm_cases": sum(r["cases"] for r in lstm), "bidirectional_configs": len(both),
+            "lstm_configs": len(configs), "swap": swaps[0]}
+
+
+def noxfile_pins(name: str, path: Path | None = None) -> dict:
+    """The distributions a nox session installs, by name, as its tuple ``name`` pins them (``ONNX2TORCH``)."""
+    path = path or ROOT / "noxfile.py"
+    found = re.search(rf"^{name} = \((.*?)\)$", path.read_text(), re.M | re.S)
+    pins = dict(re.findall(r'"([\w.-]+)==([\w.+]+)"', found.group(1))) if found else {}
+    if not pins:
+        raise AnswerContradicted(f"{path}: no pinned versions in {name}")
+    return pins
+
+
+def onnx2torch_figures(report: dict) -> dict:
+    """The onnx2torch question's figures, from what its tests run (no systems, no report): the version its session
+    pins (noxfile.py), the operators and the refusal the tests pin (frameworks/onnx2torch_export.py)."""
+    from rnn_equivalence.frameworks.onnx2torch_export import ISSUE, NODES, PULL_REQUEST, REFUSAL
+
+    pins = noxfile_pins("ONNX2TORCH")
+    if "onnx2torch" not in pins:  # the lead names the one release its tests ran on
+        raise AnswerContradicted("onnx2torch: the lead names the release its tests ran on, but noxfile.py's "
+                                 "ONNX2TORCH pins no onnx2torch version")
+    return {"version": pins["onnx2torch"], "operators": _and([f"`{op}`" for op in dict.fromkeys(NODES.values())]),
+            "issue": ISSUE, "pull_request": PULL_REQUEST, "refusal": REFUSAL.split(" (")[0],
+            "message": REFUSAL.format(op="LSTM", version="…"),
+            "nodes": ", ".join(f"{system} (`{op}`)" for system, op in NODES.items()),
+            "pinned": ", ".join(f"{name} {version}" for name, version in pins.items())}
+
+
 FIGURES_OF = {"concat-vs-split": concat_figures, "chunked-and-stateful": chunked_figures,
-              "half-precision": half_figures}
+              "half-precision": half_figures, "paddle": paddle_figures, "coreml": coreml_figures,
+              "onnx2torch": onnx2torch_figures}
 
 
 def figures(question: Question, report: dict) -> dict:
@@ -420,7 +589,30 @@ def versions_of(question: Question, report: dict) -> str:
     return ", ".join(seen)
 
 
+def cited_tests(question: Question, report: dict, root: Path = ROOT) -> list[str]:
+    """The tests the answer states the findings of (``Question.tests``), a bullet per file; each must be in its
+    file, and none among the report's failed tests (a test that failed no longer proves what the answer says)."""
+    failed = {name_of_test(t["test"]): f"{r['system']} {r['dtype']}" for r in report["systems"]
+              for t in r["failed_tests"]}
+    lines = []
+    for path, names in question.tests:
+        text = (root / path).read_text()
+        for name in names:
+            if not re.search(rf"^def {name}\(", text, re.M):
+                raise AnswerContradicted(f"{question.anchor}: the answer cites {path}::{name}, which is not there")
+            if name in failed:
+                raise AnswerContradicted(f"{question.anchor}: the answer states what {path}::{name} proves, but it "
+                                         f"failed ({failed[name]})")
+        lines.append(f"- `{path}`: " + ", ".join(f"`{name}`" for name in names) + ".")
+    return lines
+
+
 def cite(question: Question, report: dict) -> str:
+    if not question.pairs:  # answered from its tests alone: no systems, no report
+        files = ", ".join(path for path, _ in question.tests)
+        return (f"Cite this: rnn-equivalence, docs/ANSWERS.md#{question.anchor}; {files}, on "
+                f"{figures(question, report)['pinned']}: no systems, so no report. Re-check on your versions: "
+                f"`{question.recheck}`.")
     a, b = question.pairs[0]
     commit = report.get("commit") or "not recorded in this report"
     return (f"Cite this: rnn-equivalence, docs/ANSWERS.md#{question.anchor}; report of {report['date']} (depth "
@@ -430,8 +622,8 @@ def cite(question: Question, report: dict) -> str:
 
 def convert_line(question: Question, report: dict) -> list[str]:
     """The one-liner for people who install the suite, for the question's first pair the mapping holds."""
-    for a, b in question.pairs:
-        if answer_from_report(a, b, report).verdict != "No" and mapping_lines(a, b)[1] is None:
+    for a, b in question.pairs or (question.maps,):
+        if (question.maps == (a, b) or answer_from_report(a, b, report).verdict != "No") and mapping_lines(a, b)[1] is None:
             return ["With the suite installed, one call maps the weights (a one-layer, one-direction module):", "",
                     "```python", "from rnn_equivalence.frameworks import convert",
                     "from rnn_equivalence.reference.config import LayerConfig",
@@ -450,10 +642,14 @@ def question_section(question: Question, report: dict) -> list[str]:
     lines += convert_line(question, report)
     if question.caveat:
         lines += [f"**Caveat:** {question.caveat}", ""]
+    tests = cited_tests(question, report)
+    if tests:
+        lines += ["Tests that prove what the answer says:", ""] + tests + [""]
     found = differences(question, report)
     if found:
         lines += ["Differences proved (same weights, different outputs):", ""] + found + [""]
-    lines += evidence(question, report) + [""]
+    if question.pairs:
+        lines += evidence(question, report) + [""]
     issues = known_issues(question, report)
     if issues:
         lines += (["Known upstream issues met (strict expected failures, kept out of the worst ratio):", ""]

@@ -63,6 +63,32 @@ def subject(*, kinds=(), against=(), systems=(), excluding=()) -> Subject:
 
 
 @dataclass(frozen=True)
+class Records:
+    """Which records of which report rows a claim is about: the rows of ``systems`` (in the question's dtypes), and
+    of each its records ``kinds``: "cases" (whole sequences), "padded", "chunked" (the forward pass: ``FORWARD``),
+    "gradients", "optimizer". A Yes needs a row of every system, every such record within its bound, no test of
+    those records failed, no known upstream issue met and, for the forward pass, every wrong mapping caught and no
+    difference proved but those of ``excluding`` (a padding convention); a No, one such record or test that is not
+    (``docgen.answers.records_broken``)."""
+
+    systems: tuple[str, ...]
+    kinds: tuple[str, ...]
+    excluding: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unrun:
+    """Systems a lead says the suite cannot run, and why (``why``: a converter refuses them, or writes no op to
+    read): the report's rows whose system's name starts with ``prefix`` and, where ``family`` is given, of that
+    family. The lead holds while the reports have none (``docgen.answers.unrun_rows``); a row of them stops the
+    generator: then the systems exist, and the answer is to be their rows'."""
+
+    prefix: str
+    why: str
+    family: str = ""
+
+
+@dataclass(frozen=True)
 class Claim:
     """One verdict of a lead. ``verdict`` is Yes, No or Only if; ``condition`` (Only if) is what it holds
     under, in the frameworks' own words; ``text`` says why in one clause. ``about`` is the aspect where a
@@ -75,7 +101,10 @@ class Claim:
     figures (``{worst}``: ``docgen.answers.figures``), filled in from the report when the page is generated.
     ``dtypes``: the report's rows in those dtypes (the half formats) the claim is about: a Yes needs at least one,
     and every one equivalent, or UNPROVEN by nothing but the wrong mappings its system pins as below its bound
-    (``rnn_equivalence.compare.pinned_only``), which the lead names (``docgen.answers.dtypes_broken``)."""
+    (``rnn_equivalence.compare.pinned_only``), which the lead names (``docgen.answers.dtypes_broken``).
+    ``records``: some systems' rows and which of their records decide it (``Records``: the forward pass, the
+    gradients). ``unrun``: systems it says cannot be run (``Unrun``), none of whose rows the report may hold; a No
+    may rest on that alone (a converter that refuses every node: its tests are the question's ``tests``)."""
 
     verdict: str
     text: str
@@ -85,6 +114,8 @@ class Claim:
     about: str = ""
     runs: str = ""
     dtypes: tuple[str, ...] = ()
+    records: Records | None = None  # the rows' records that decide it (``Records``)
+    unrun: tuple[Unrun, ...] = ()  # systems it says cannot be run; a No may rest on that refusal alone
 
 
 @dataclass(frozen=True)
@@ -102,6 +133,12 @@ class Question:
     # The report's rows the question reads, its lead, figures and evidence (``docgen.answers.read_by``): float32
     # and float64, or the half formats, so that each answer's figures are its own dtypes'.
     dtypes: tuple[str, ...] = ("float32", "float64")
+    # The tests whose findings the answer states, by file: each must exist, and none may be among the failed tests
+    # of the report's rows (``docgen.answers.cited_tests``). A question with no pairs (a converter that refuses
+    # every node: no systems, no rows) is answered from its tests alone, and re-checked by ``recheck``.
+    tests: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    recheck: str = ""
+    maps: tuple[str, str] = ()  # the pair whose ``convert()`` one-liner the answer shows where its pairs give none
 
 
 PADDING = ("padded steps reporting repeat", "padded steps reporting zeros", "the pre-padded batch's reference",
@@ -135,6 +172,11 @@ EXPORTERS = ("torch-onnx-legacy", "torch-onnx-dynamo", "torch-onnx-legacy-lstm",
 TFLITE = ("tflite-keras2-rnn", "tflite-keras2-lstm-rnn", "tflite-keras2-gru-rnn", "tflite-keras2-gru-reset-before-rnn",
           "tflite-keras-tf-rnn", "tflite-keras-tf-lstm-rnn", "tflite-keras-tf-gru-rnn",
           "tflite-keras-tf-gru-reset-before-rnn")
+PADDLE_CELLS = ("paddle-cell", "paddle-cell-lstm", "paddle-cell-gru")
+PADDLE_LAYERS = ("paddle-rnn", "paddle-lstm", "paddle-gru")
+COREML = ("coreml-lstm", "coreml-rnn")
+# A report row's records of the forward pass (``Records``): whole sequences, padded batches, runs in chunks.
+FORWARD = ("cases", "padded", "chunked")
 # How a chunked run's state goes from one call to the next, by the kind of system that ran it
 # (``docgen.answers.carried_by``): each a bullet of the chunked question, with its systems and figures.
 CARRIES = {
@@ -598,6 +640,118 @@ QUESTIONS = (
         differences=subject(systems=("nobuco-lstm", "nobuco-gru"), against=("torch.nn.LSTM in float64",
                                                                             "torch.nn.GRU in float64")),
         caveat="nobuco runs in an environment of its own (nox -s nobuco); its rows link to its own report.",
+    ),
+    Question(
+        "paddle",
+        "PyTorch's LSTM and GRU weights into PaddlePaddle (and back)",
+        (Claim("Yes", "{versions} keeps PyTorch's names, shapes and gate order, both ways ({cases} cases, worst "
+                      "err/bound {worst}); a layer needs its biases",
+               about="the forward pass", records=Records(PADDLE_CELLS + PADDLE_LAYERS, FORWARD, PADDING_KINDS),
+               pairs=(("torch", "paddle-cell"), ("torch-lstm", "paddle-cell-lstm"), ("torch-gru", "paddle-cell-gru"))),
+         Claim("No", "not its forward pass's derivative ({failing}: gradient err/bound up to {gradient_worst})",
+               about="`paddle.grad` of a bidirectional layer given `sequence_length` and an initial state",
+               records=Records(PADDLE_LAYERS, ("gradients",)),
+               pairs=(("torch-rnn", "paddle-rnn"), ("torch-lstm-rnn", "paddle-lstm"), ("torch-gru-rnn", "paddle-gru")))),
+        r"\text{Paddle}[\text{weight\_ih\_l}k] = \text{PyTorch}[\text{weight\_ih\_l}k]\ \text{(weight\_hh, "
+        r"bias\_ih, bias\_hh alike; gates } i f g o,\ r z n\text{)}, \qquad \nabla_W L\big|_{\text{paddle.grad}} "
+        r"\neq \frac{L(W + \epsilon) - L(W - \epsilon)}{2\epsilon}\ \text{(bidirectional, lengths, } h_0\text{)}",
+        (("torch", "paddle-cell"), ("torch-lstm", "paddle-cell-lstm"), ("torch-gru", "paddle-cell-gru"),
+         ("torch-rnn", "paddle-rnn"), ("torch-lstm-rnn", "paddle-lstm"), ("torch-gru-rnn", "paddle-gru")),
+        notes=("**Gate order** (PaddlePaddle/Paddle#23116), settled: PyTorch's, i f g o and r z n (reset after). "
+               "The same weights with their gate blocks in every other order are orders of magnitude outside the "
+               "bound (`test_pytorchs_gate_order_alone_is_paddles`); the report catches {caught} of its {mutations} "
+               "wrong mappings.",
+               "**The `cell_fw` / `cell_bw` copies** (PaddlePaddle/Paddle#45412), refuted as a second set of "
+               "weights: a layer's state_dict lists each parameter twice, by the layer's name and by its cell's, one "
+               "tensor under both, and loading the layer's names alone sets the copies "
+               "(`test_the_cells_copies_are_the_layers_own_tensors`, "
+               "`test_loading_the_layers_names_alone_sets_the_copies_and_the_outputs`). The symptom comes from a "
+               "Paddle state_dict whose layer names were replaced and its copies left stale: the stale copies win, "
+               "silently (`test_stale_cell_copies_beside_new_layer_names_are_what_paddle_loads`).",
+               "**Layers without biases** (PaddlePaddle/Paddle#70231, open): `bias_ih_attr=False, "
+               "bias_hh_attr=False` kills the process in {versions}'s CPU kernel (SIGSEGV) or fails on construction "
+               "(`test_paddle_crashes_on_a_bias_free_layer`). Give such a PyTorch layer zero biases; the suite "
+               "refuses it, naming why (`test_a_bias_free_layer_is_refused_naming_why`). The cells take no biases "
+               "and run.",
+               "**The gradients:** on the same padded batches the layers' forward pass is within its bound, their "
+               "`paddle.grad` is not. Proved on Paddle alone, against central differences of the layer's own "
+               "forward (`test_paddle_grad_of_a_bidirectional_layer_given_lengths_and_h0_is_not_its_forwards_"
+               "derivative`): leave out any one of the three (bidirectional, lengths, initial state) and the two "
+               "agree. Not yet reported upstream ([FINDINGS.md](FINDINGS.md#gradients-and-one-training-step)). "
+               "The failing rows:\n{failing_rows}"),
+        caveat="`paddle.grad` asked for the weights alone fails in the `rnn` gradient kernel (\"Required tensor "
+               "shall not be nullptr\"): ask for every leaf. Paddle runs in an environment of its own (nox -s "
+               "paddle); its rows link to its own report.",
+        tests=(("tests/equivalence/test_paddle.py",
+                ("test_pytorchs_gate_order_alone_is_paddles", "test_the_cells_copies_are_the_layers_own_tensors",
+                 "test_loading_the_layers_names_alone_sets_the_copies_and_the_outputs",
+                 "test_stale_cell_copies_beside_new_layer_names_are_what_paddle_loads",
+                 "test_a_bias_free_layer_is_refused_naming_why", "test_paddle_crashes_on_a_bias_free_layer",
+                 "test_paddle_grad_of_a_bidirectional_layer_given_lengths_and_h0_is_not_its_forwards_derivative")),),
+    ),
+    Question(
+        "coreml",
+        "Is Core ML's GRU PyTorch's GRU? (and its LSTM)",
+        (Claim("Yes", "{versions} writes PyTorch's weights into `lstm` and `rnn` ops whose documented equations "
+                      "agree within float32 rounding ({cases} cases, worst err/bound {worst}), coremltools#824's "
+                      "bidirectional LSTM not reproduced (err/bound {bidirectional}); `nn.GRU` becomes a "
+                      "`while_loop`, so there is no `gru` op to check: coremltools#1124 stands unresolved at "
+                      "specification level",
+               about="`nn.LSTM` and `nn.RNN` at specification level", records=Records(COREML, FORWARD),
+               unrun=(Unrun("coreml", "coremltools converts `nn.GRU` to a `while_loop`: no `gru` op to read",
+                            family="gru"),),
+               pairs=(("torch-lstm-rnn", "coreml-lstm"), ("torch-rnn", "coreml-rnn"))),),
+        r"\text{MIL lstm: } b = b_{ih} + b_{hh},\ \text{gates } i f o z; \qquad n_t^{\text{MIL gru}} = "
+        r"\tanh\big(W_{in} x_t + b_{in} + r_t \odot W_{hn} h_{t-1} + b_{hn}\big) \neq \tanh\big(W_{in} x_t + b_{in} "
+        r"+ r_t \odot (W_{hn} h_{t-1} + b_{hn})\big)",
+        (("torch-lstm-rnn", "coreml-lstm"), ("torch-rnn", "coreml-rnn")),
+        notes=("**Specification level:** the MIL program `coremltools.convert` writes is read back, its ops' weights "
+               "and attributes, and evaluated with the equations the ops' documentation states. No Core ML runtime "
+               "runs (its predictions need macOS): what a device computes is not checked.",
+               "**coremltools#824** (a bidirectional LSTM's outputs differ, reported from a Mac): not reproduced in "
+               "the program. {bidirectional_configs} of the LSTM's {lstm_configs} layer configurations are "
+               "bidirectional ({lstm_cases} cases, worst err/bound {bidirectional}), and the wrong mapping "
+               "\"{swap}\" is caught; the program holds PyTorch's weights bit for bit, `weight_ih_back` the reverse "
+               "direction's (`test_bidirectional_lstm_is_pytorchs_in_the_program`).",
+               "**coremltools#1124** (the GRU): MIL's `gru` op keeps `b_hn` outside the reset product, which "
+               "PyTorch's GRU cannot be written in (`test_the_documented_gru_op_keeps_b_hn_outside_the_reset_"
+               "product`), so the converter does not use it: `nn.GRU` becomes a `while_loop` of `linear` ops, for "
+               "iOS15 and iOS18 targets alike (`test_coreml_converts_a_gru_to_a_loop_not_the_gru_op`). The loop's "
+               "body is no op with a documented equation: no GRU is read at this level, and what Core ML's runtime "
+               "computes for it stays open."),
+        caveat="Float32 only, and no padded batches (the MIL ops take no lengths). A bidirectional `nn.RNN` and "
+               "`proj_size` are refused loudly (`test_coreml_refuses_a_bidirectional_rnn_loudly`, "
+               "`test_coreml_refuses_a_projection_loudly`). coremltools runs in an environment of its own (nox -s "
+               "coreml); its rows link to its own report.",
+        tests=(("tests/equivalence/test_coreml.py",
+                ("test_coreml_emits_the_declared_ops", "test_bidirectional_lstm_is_pytorchs_in_the_program",
+                 "test_coreml_converts_a_gru_to_a_loop_not_the_gru_op",
+                 "test_the_documented_gru_op_keeps_b_hn_outside_the_reset_product",
+                 "test_coreml_refuses_a_bidirectional_rnn_loudly", "test_coreml_refuses_a_projection_loudly")),),
+    ),
+    Question(
+        "onnx2torch",
+        "Can onnx2torch bring my ONNX LSTM back to PyTorch?",
+        (Claim("No", "onnx2torch {version} refuses the ONNX {operators} nodes by name (`NotImplementedError: "
+                     "{refusal}`) before building any module, and registers no converter for them at any opset "
+                     "({issue}, open)",
+               unrun=(Unrun("onnx2torch", "onnx2torch refuses the recurrent nodes: no systems"),)),),
+        r"W^{\text{ONNX}} = [W_i; W_o; W_f; W_c] \;\Rightarrow\; W^{\text{PyTorch}} = [W_i; W_f; W_c; W_o], "
+        r"\qquad B^{\text{ONNX}} = [b_{ih}; b_{hh}]",
+        (),
+        notes=("The nodes are those the suite's ONNX systems build, {nodes}, each refused with `{message}` "
+               "(`test_onnx2torch_refuses_the_node`); its registry holds none of the three at any opset, and holds "
+               "the elementwise operators an unrolled cell would use "
+               "(`test_onnx2torch_registers_no_recurrent_converter`).",
+               "{pull_request}, open, adds the three converters, reordering ONNX's gates i, o, f, c. Until a release "
+               "has them, map the node's `W`, `R` and `B` onto `nn.LSTM` yourself, as the formula says; the suite's "
+               "mapping does it (checked on every pair, tests/mapping/test_convert.py)."),
+        maps=("onnx-ort-lstm", "torch-lstm-rnn"),
+        caveat="There are no onnx2torch systems and no report: the tests below pin the refusal in onnx2torch's own "
+               "environment (nox -s onnx2torch), and a release that converts a node turns them red.",
+        tests=(("tests/equivalence/test_onnx2torch.py",
+                ("test_onnx2torch_refuses_the_node", "test_onnx2torch_registers_no_recurrent_converter")),),
+        recheck="nox -s onnx2torch",
     ),
     Question(
         "runtimes",

@@ -24,7 +24,7 @@ def test_every_question_is_about_systems_the_report_has():
     listed = {row["system"] for row in report["systems"]}
     assert QUESTIONS
     for question in QUESTIONS:
-        assert question.pairs, question.anchor
+        assert question.pairs or (question.tests and question.recheck), question.anchor  # answered from its tests
         for a, b in question.pairs:
             assert {a, b} <= listed, (question.anchor, a, b)
             assert ADAPTERS[a].family == ADAPTERS[b].family, (question.anchor, a, b)
@@ -168,7 +168,8 @@ def test_one_formula_before_any_code_and_at_most_60_lines_before_the_evidence(qu
     lines = PAGE_SECTIONS[question.anchor]
     fences = [line for line in lines if line.startswith("```") and line != "```"]
     assert fences[0] == "```math" and fences.count("```math") == 1, fences
-    table = next(i for i, line in enumerate(lines) if line.startswith("| pair | answer |"))
+    table = next(i for i, line in enumerate(lines) if line.startswith("| pair | answer |")
+                 or (not question.pairs and line == "Tests that prove what the answer says:"))  # no rows: its tests
     assert table <= 60, f"{question.anchor}: {table} lines before its evidence table"
 
 
@@ -211,6 +212,9 @@ def test_each_question_can_be_cited(question):
     cite = [line for line in PAGE_SECTIONS[question.anchor] if line.startswith("Cite this: ")]
     assert len(cite) == 1
     report = json.loads(REPORT.read_text())
+    if not question.pairs:  # no systems, so no report: its tests, the versions they run on, how to run them again
+        assert all(path in cite[0] for path, _ in question.tests) and f"`{question.recheck}`" in cite[0], cite[0]
+        return
     assert report["date"] in cite[0] and f"depth {report['depth']}" in cite[0] and "commit " in cite[0]
     assert "`rnn-equivalence compare " in cite[0] and "--depth=full`" in cite[0]
     for a, b in question.pairs[:1]:
@@ -461,3 +465,231 @@ def test_a_row_unproven_by_its_pinned_wrong_mappings_alone_does_not_make_a_pair_
     assert decide(lstm, layer, [row("torch-lstm"), row("torch-lstm-rnn"), unpinned], None)[0] == "No"
     beyond = {**pinned, "mutations_caught": 3}  # two passed, one pinned
     assert decide(lstm, layer, [row("torch-lstm"), row("torch-lstm-rnn"), beyond], None)[0] == "No"
+
+
+# --- PaddlePaddle, Core ML, onnx2torch (issue 36): each lead's first sentence is its reports' rows --------------
+
+from docgen.answers import FORWARD, cited_tests, noxfile_pins, record
+from docgen.questions import COREML, PADDLE_CELLS, PADDLE_LAYERS
+
+BY_ANCHOR = {q.anchor: q for q in QUESTIONS}
+PADDLE, COREML_Q, ONNX2TORCH = BY_ANCHOR["paddle"], BY_ANCHOR["coreml"], BY_ANCHOR["onnx2torch"]
+
+
+def rows_of(report, systems):
+    return [r for r in report["systems"] if r["system"] in systems]
+
+
+def forward_said(rows):
+    """The forward pass's figures as a lead quotes them: cases and worst err/bound over whole sequences, padded
+    and chunked runs."""
+    cases = sum(record(r, kind)["cases"] for r in rows for kind in FORWARD)
+    return f"({cases} cases, worst err/bound {ratio(max(record(r, kind)['worst_ratio'] for r in rows for kind in FORWARD))})"
+
+
+def first_sentence(anchor):
+    lead_ = PAGE_SECTIONS[anchor][2]
+    return re.split(r"(?<=\.) (?=\*\*)", lead_)[0]  # up to the next verdict
+
+
+def test_the_paddle_lead_is_the_paddle_rows():
+    """Yes for the forward pass with its figures and version, No for the gradients of the layers whose rows fail,
+    named with their worst err/bound; each failing row linked under the answer."""
+    rows = rows_of(COMMITTED, PADDLE_CELLS + PADDLE_LAYERS)
+    first, lead_ = first_sentence("paddle"), PAGE_SECTIONS["paddle"][2]
+    versions = sorted({r["versions"] for r in rows})
+    assert versions == ["paddlepaddle 3.3.1"]
+    assert first.startswith(f"**Yes** for the forward pass: {versions[0]} keeps PyTorch's names, shapes and gate "
+                            f"order, both ways {forward_said(rows)}"), first
+    failing = [r for r in rows if r["gradients"]["worst_ratio"] > 1]
+    assert {(r["system"], r["dtype"]) for r in failing} == {(s, d) for s in PADDLE_LAYERS
+                                                            for d in ("float32", "float64")}
+    assert all(r["verdict"] == "NOT equivalent" and r["failed_tests"] for r in failing)
+    assert ("**No** for `paddle.grad` of a bidirectional layer given `sequence_length` and an initial state: not its "
+            "forward pass's derivative (`SimpleRNN`, `LSTM` and `GRU` in float32 and float64: gradient err/bound up "
+            f"to {ratio(max(r['gradients']['worst_ratio'] for r in failing))})") in lead_
+    listed = "\n".join(PAGE_SECTIONS["paddle"]).split("The failing rows:")[1].split("\n\n")[0]
+    for r in failing:
+        assert f"- {r['system']} {r['dtype']}: gradients err/bound {ratio(r['gradients']['worst_ratio'])}" in listed
+        assert f"(environments/paddle/EQUIVALENCE.md#{r['anchor']})" in listed
+    changed = copy.deepcopy(COMMITTED)
+    next(r for r in rows_of(changed, ("paddle-gru",)) if r["dtype"] == "float64")["gradients"]["worst_ratio"] = 5e12
+    next(r for r in rows_of(changed, ("paddle-cell",)) if r["dtype"] == "float32")["worst_ratio"] = 0.875
+    again = lead(PADDLE, changed)
+    assert "worst err/bound 0.875)" in again and "gradient err/bound up to 5e+12)" in again
+
+
+def paddle_row(report, system, dtype="float32"):
+    return next(r for r in report["systems"] if r["system"] == system and r["dtype"] == dtype)
+
+
+def a_forward_run_beyond_its_bound(report):
+    paddle_row(report, "paddle-lstm")["worst_ratio"] = 3.5  # the gate order wrong, say: its verdict unchanged
+
+
+def a_padded_run_beyond_its_bound(report):
+    paddle_row(report, "paddle-gru", "float64")["padded"]["worst_ratio"] = 2.0
+
+
+def a_wrong_mapping_passed(report):
+    paddle_row(report, "paddle-cell-gru")["mutations_caught"] -= 1
+
+
+def a_forward_test_failed(report):  # #23116's test: no comparison recorded, the test itself failed
+    paddle_row(report, "paddle-rnn")["failed_tests"].append(
+        {"test": "tests/equivalence/test_paddle.py::test_pytorchs_gate_order_alone_is_paddles[paddle-rnn]",
+         "message": "AssertionError: another gate order within the bound"})
+
+
+def a_difference_proved(report):
+    report["non_equivalences"].append({"anchor": "x", "system": "paddle-lstm", "against": "torch.nn.LSTM in float64",
+                                       "max_difference": 0.5, "ratio": 1e5,
+                                       "reason": "paddle-lstm reads bias_hh as bias_ih: outputs differ"})
+
+
+@pytest.mark.parametrize("broken", [a_forward_run_beyond_its_bound, a_padded_run_beyond_its_bound,
+                                    a_wrong_mapping_passed, a_forward_test_failed, a_difference_proved],
+                         ids=lambda f: f.__name__)
+def test_a_paddle_forward_pass_that_disagrees_stops_the_generator(broken):
+    lead(PADDLE, COMMITTED)  # as committed: holds (its padding conventions, PyTorch's, are no disagreement)
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match="paddle: the lead says Yes for the forward pass, but "):
+        lead(PADDLE, report)
+
+
+def test_paddle_gradients_that_agree_or_fail_elsewhere_stop_the_generator():
+    """The No is the failing rows': gradients within their bounds and no gradient test failed contradict it; a
+    gradient test failed in another setting contradicts what the lead says of them."""
+    agree = copy.deepcopy(COMMITTED)
+    for row in rows_of(agree, PADDLE_LAYERS):
+        row["gradients"]["worst_ratio"], row["failed_tests"], row["verdict"] = 0.5, [], "equivalent"
+    with pytest.raises(AnswerContradicted, match="paddle: the lead says No for `paddle.grad` .* but the report "
+                                                 "proves no difference"):
+        lead(PADDLE, agree)
+    elsewhere = copy.deepcopy(COMMITTED)
+    paddle_row(elsewhere, "paddle-lstm")["failed_tests"].append(
+        {"test": "tests/equivalence/test_gradients.py::test_gradients_match_float64_backward_pass[paddle-lstm-"
+                 "default-float32-L1-h0-I3-H6-B4-T9-seed950]", "message": "BoundExceeded"})
+    with pytest.raises(AnswerContradicted, match="paddle: the lead says paddle.grad fails for a bidirectional layer "
+                                                 "given sequence_length and an initial state, but .*L1-h0"):
+        lead(PADDLE, elsewhere)
+
+
+def test_the_coreml_lead_is_the_coreml_rows():
+    """Yes for the LSTM and RNN with their figures and versions, coremltools#824's figure the LSTM's rows' (its
+    bidirectional layers among them), and the GRU: no op to check, coremltools#1124 unresolved at that level."""
+    rows = rows_of(COMMITTED, COREML)
+    lstm = [r for r in rows if r["family"] == "lstm"]
+    first = first_sentence("coreml")
+    assert [r["versions"] for r in rows] == ["coremltools 9.0, torch 2.13.0+cpu"] * 2
+    assert first.startswith("**Yes** for `nn.LSTM` and `nn.RNN` at specification level: coremltools 9.0 (torch "
+                            "2.13.0+cpu) writes PyTorch's weights"), first
+    assert f"agree within float32 rounding {forward_said(rows)}" in first
+    assert (f"coremltools#824's bidirectional LSTM not reproduced (err/bound {ratio(lstm[0]['worst_ratio'])}); "
+            "`nn.GRU` becomes a `while_loop`, so there is no `gru` op to check: coremltools#1124 stands unresolved "
+            "at specification level.") in first
+    assert any(config.bidirectional for config in ADAPTERS["coreml-lstm"].configs)
+    assert not [r for r in COMMITTED["systems"] if r["system"].startswith("coreml") and r["family"].startswith("gru")]
+    changed = copy.deepcopy(COMMITTED)
+    rows_of(changed, ("coreml-lstm",))[0]["worst_ratio"] = 0.875
+    assert "not reproduced (err/bound 0.875)" in lead(COREML_Q, changed)
+
+
+def a_coreml_gru_row(report):  # a coremltools that writes the gru op: then there is one to check
+    lstm = rows_of(report, ("coreml-lstm",))[0]
+    report["systems"].append({**copy.deepcopy(lstm), "system": "coreml-gru", "family": "gru (reset_after)",
+                              "anchor": "coreml-gru-float32"})
+
+
+def the_lstm_beyond_its_bound(report):
+    rows_of(report, ("coreml-lstm",))[0]["worst_ratio"] = 3.5
+
+
+def the_rnn_chunks_beyond_their_bound(report):
+    rows_of(report, ("coreml-rnn",))[0]["chunked"]["worst_ratio"] = 2.0
+
+
+def the_bidirectional_test_failed(report):
+    rows_of(report, ("coreml-lstm",))[0]["failed_tests"].append(
+        {"test": "tests/equivalence/test_coreml.py::test_bidirectional_lstm_is_pytorchs_in_the_program[coreml-lstm]",
+         "message": "BoundExceeded: coremltools#824"})
+
+
+def no_lstm_row(report):
+    report["systems"] = [r for r in report["systems"] if r["system"] != "coreml-lstm"]
+
+
+@pytest.mark.parametrize("broken", [a_coreml_gru_row, the_lstm_beyond_its_bound, the_rnn_chunks_beyond_their_bound,
+                                    the_bidirectional_test_failed, no_lstm_row], ids=lambda f: f.__name__)
+def test_a_coreml_row_that_disagrees_stops_the_generator(broken):
+    lead(COREML_Q, COMMITTED)  # as committed: holds
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match="coreml: the lead says Yes for `nn.LSTM` and `nn.RNN` at "
+                                                 r"specification level.*, but "):
+        lead(COREML_Q, report)
+
+
+def test_the_onnx2torch_lead_is_its_sessions_pin_and_its_tests():
+    """No report: the version is the one its nox session pins, the operators those its tests convert, and its
+    tests are cited by name; rows of onnx2torch systems (a release that converts the nodes) stop the generator."""
+    pinned = dict(re.findall(r'"([\w.-]+)==([\w.+]+)"', re.search(r"^ONNX2TORCH = \((.*?)\)$",
+                                                                  (ROOT / "noxfile.py").read_text(), re.M).group(1)))
+    assert first_sentence("onnx2torch").startswith(
+        f"**No**: onnx2torch {pinned['onnx2torch']} refuses the ONNX `RNN`, `LSTM` and `GRU` nodes by name "
+        "(`NotImplementedError: Converter is not implemented`) before building any module")
+    assert "(ENOT-AutoDL/onnx2torch#136, open)" in first_sentence("onnx2torch")
+    assert noxfile_pins("ONNX2TORCH") == pinned
+    converted = copy.deepcopy(COMMITTED)
+    converted["systems"].append({**copy.deepcopy(rows_of(COMMITTED, ("onnx-ort-lstm",))[0]),
+                                 "system": "onnx2torch-lstm", "anchor": "onnx2torch-lstm-float32"})
+    with pytest.raises(AnswerContradicted, match="onnx2torch: the lead says No .*, but the report has rows of "
+                                                 "onnx2torch-lstm float32"):
+        lead(ONNX2TORCH, converted)
+
+
+def test_a_new_pin_changes_the_onnx2torch_lead(tmp_path, monkeypatch):
+    import docgen.answers
+
+    text = (ROOT / "noxfile.py").read_text().replace('"onnx2torch==1.5.15"', '"onnx2torch==1.6.0"')
+    (tmp_path / "noxfile.py").write_text(text)
+    monkeypatch.setattr(docgen.answers, "ROOT", tmp_path)
+    assert lead(ONNX2TORCH, COMMITTED).startswith("**No**: onnx2torch 1.6.0 refuses")
+    (tmp_path / "noxfile.py").write_text(text.replace('"onnx2torch==1.6.0"', '"onnx2torch>=1.6"'))
+    with pytest.raises(AnswerContradicted, match="ONNX2TORCH pins no onnx2torch version"):
+        lead(ONNX2TORCH, COMMITTED)
+
+
+@pytest.mark.parametrize("question", [q for q in QUESTIONS if q.tests], ids=lambda q: q.anchor)
+def test_every_test_an_answer_names_is_cited_and_there(question):
+    """The tests named in an answer's words are those it cites (``Question.tests``), each in its file; the failed
+    tests of the report's rows it lists are test ids, with their parameters."""
+    named = set(re.findall(r"`(test_\w+)`", "\n".join(PAGE_SECTIONS[question.anchor])))
+    cited = {name for _, names in question.tests for name in names}
+    assert named == cited, (named ^ cited)
+    assert cited_tests(question, COMMITTED) == [line for line in PAGE_SECTIONS[question.anchor]
+                                                if line.startswith("- `tests/")]
+
+
+def test_a_cited_test_that_failed_or_is_gone_stops_the_generator(tmp_path):
+    failed = copy.deepcopy(COMMITTED)
+    paddle_row(failed, "paddle-lstm")["failed_tests"].append(
+        {"test": "tests/equivalence/test_paddle.py::test_paddle_crashes_on_a_bias_free_layer[paddle-lstm]",
+         "message": "AssertionError: (0, 'ran', '')"})  # a Paddle that runs a bias-free layer: #70231 fixed
+    with pytest.raises(AnswerContradicted, match="paddle: the answer states what .*test_paddle_crashes_on_a_bias_"
+                                                 "free_layer proves, but it failed"):
+        cited_tests(PADDLE, failed)
+    path = "tests/equivalence/test_onnx2torch.py"
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_text((ROOT / path).read_text().replace("def test_onnx2torch_refuses_the_node(",
+                                                                   "def test_onnx2torch_converts_the_node("))
+    with pytest.raises(AnswerContradicted, match="cites tests/equivalence/test_onnx2torch.py::"
+                                                 "test_onnx2torch_refuses_the_node, which is not there"):
+        cited_tests(ONNX2TORCH, COMMITTED, root=tmp_path)
+
+
+def test_compare_prints_the_new_answers_for_their_pairs():
+    assert lead_for("torch-lstm-rnn", "paddle-lstm")[0] is PADDLE
+    assert lead_for("paddle-cell-gru", "torch-gru")[0] is PADDLE
+    assert lead_for("torch-rnn", "coreml-rnn")[0] is COREML_Q
