@@ -110,6 +110,11 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
+        "by_depth(argnames, default=levels, full=levels): a test's own runs chosen by the run's depth, a "
+        "parametrisation (never a skip): full depth runs ``full``'s levels, quick and default ``default``'s",
+    )
+    config.addinivalue_line(
+        "markers",
         "environment(session, module): a test of a tool with no system, run in its nox session or where ``module`` is "
         "installed, deselected elsewhere (rnn_equivalence.harness.selection.tested_here)",
     )
@@ -243,6 +248,12 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize(request.arguments, [
             _with_known_issue(cls, values, row)
             for cls in classes for values, row in parametrize.system_parameter_sets(cls, request, depth, seed)])
+    by_depth = definition.get_closest_marker("by_depth")
+    if by_depth is not None:
+        levels = list(by_depth.kwargs["full" if depth == "full" else "default"])
+        if not levels:
+            raise pytest.UsageError(f"{definition.nodeid}: by_depth gives no levels at depth {depth}")
+        metafunc.parametrize(by_depth.args[0], levels)
     factors = definition.get_closest_marker("factors")
     if factors is not None:
         metafunc.parametrize(",".join(factors.kwargs), _factor_parameter_sets(factors.kwargs, depth))

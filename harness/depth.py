@@ -66,6 +66,9 @@ rule where it runs:
   each family in one dtype, the dtypes in turn (the other three structures in every dtype: every pair of
   dtype, family, layers and steps met); each wrong mapping on each structure with one of the two seeds, the
   seeds exchanged from one mutation to the next;
+- tests/equivalence/test_quantized_torch.py: int8 dynamic quantization's four short cases per layer (one and two
+  layers, each direction, with and without h0, 5 steps); the 50- and 20-step cases and the dynamo exporter's
+  refusal (some 7 s) at full depth only (the ``by_depth`` marker: conftest.py);
 - tests/harness/test_conversion_cache.py: the two processes writing one entry write it 25 times each, not
   100 (the reads still meet the writes: the test asserts it).
 

@@ -160,6 +160,7 @@ class Summary:
         self.systems: dict[tuple[str, str], Row] = {}
         self.pairs: dict[tuple[str, str], Row] = {}
         self.non_equivalences: list[dict] = []
+        self.quantized: list[dict] = []  # int8 runs within their quantization bound, bugs beyond it
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
         self.records: list[dict] = []  # every record, as received: what a shard's report part holds
         self.shard: tuple[int, int] | None = None  # (K, N): this run is part K of N (rnn_equivalence.harness.shards)
@@ -175,7 +176,9 @@ class Summary:
     def add(self, record: dict) -> None:
         self.records.append(record)
         # One row per system and dtype: float32 and float64 errors differ by 2**29.
-        if record["kind"] == "nonequivalence":
+        if record.get("dtype") == "qint8":  # an int8 quantized model: another function, no row of the verdict
+            self.quantized.append(record)  # (tests/equivalence/test_quantized_torch.py); kept in ``records``
+        elif record["kind"] == "nonequivalence":
             self.non_equivalences.append(record)
         elif record["kind"] == "pair" or record.get("pair"):
             # A failed pair test's record names both systems too (rnn_equivalence.harness.records' makereport hook).

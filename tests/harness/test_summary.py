@@ -104,3 +104,14 @@ def test_each_frameworks_test_seconds_are_a_column_costliest_first():
     table = [line for line in lines if line.split() and line.split()[0] in {framework_of(n) for n in ADAPTERS}]
     assert table[0].startswith("tflite-keras2 ") and " 42 " in table[0], table[0]
     assert any(line.startswith("Test time: 46 s") and "gw0 2.50 GiB" in line for line in lines), lines
+
+
+def test_int8_records_make_no_row_of_the_verdict():
+    """A quantized model computes another function (tests/equivalence/test_quantized_torch.py): its records, within
+    their quantization bound or a quantizer bug beyond it, are kept but make no (system, dtype) row."""
+    summary = Summary()
+    base = {"system": "torch-lstm-rnn", "cell": "torch.nn.LSTM", "versions": "torch 2.13.0", "family": "lstm",
+            "dtype": "qint8", "ratio": 0.2, "max_error": 1e-3}
+    summary.add({**base, "kind": "quantized"})
+    summary.add({**base, "kind": "mutation", "mutation": "int8: gates exchanged", "detected": True, "by": "values"})
+    assert not summary.systems and len(summary.quantized) == 2 and len(summary.records) == 2
