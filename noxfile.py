@@ -250,3 +250,25 @@ def paddle(session):
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
                 f"--systems={systems('paddle')}", f"--equivalence-report={(ENVIRONMENTS / 'paddle').relative_to(ROOT)}",
                 *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# MNN (Alibaba's inference engine): its converter (MNNConvert, the `mnnconvert` command of the PyPI package MNN)
+# from ONNX, and its Python runtime. Its systems (frameworks/mnn_export.py) run here, their report in
+# docs/environments/mnn. The ONNX the converter reads is the suite's own nodes (frameworks/onnx_rnn.py) and
+# torch.onnx.export's (the threads' users export PyTorch): torch is the CPU wheel on this machine's disk, onnx and
+# onnxruntime as the main environment pins them (the threads compare MNN with ONNX Runtime).
+MNN = ("MNN==3.6.1", "onnx==1.23.2", "onnxruntime==1.32.0", "onnxscript>=0.2", "numpy>=1.26", "click>=8.1",
+       "platformdirs>=3", "ml_dtypes>=0.3")
+
+
+@nox.session(python="3.11", default=False)
+def mnn(session):
+    """The MNN systems, at full depth, in MNN's own environment: the report the committed one links."""
+    session.install(TORCH)
+    session.install(*MNN)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS)
+    session.run("python", "-c", "import MNN, onnx, onnxruntime, torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('mnn')}", f"--equivalence-report={(ENVIRONMENTS / 'mnn').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})

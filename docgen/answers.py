@@ -295,7 +295,7 @@ def concat_figures(report: dict) -> dict:
 def carried_by(name: str) -> str:
     """How a system's chunked runs hand the state on (``docgen.questions.CARRIES``): "converted", a converter's
     model (the modules ``rnn_equivalence.frameworks.*_export``: torch.onnx.export, tf2onnx, TFLite, onnx2tf,
-    nobuco, coremltools), the state an input and an output of its graph; "layer", a Keras layer, run with
+    nobuco, coremltools, MNNConvert), the state an input and an output of its graph; "layer", a Keras layer, run with
     ``stateful=True`` too (among its chunked configurations); "caller", a framework's own layer or node, its
     returned state the next call's initial state."""
     from rnn_equivalence.frameworks import ADAPTERS
