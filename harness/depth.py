@@ -72,6 +72,8 @@ rule where it runs:
 - tests/equivalence/test_half_tflite.py: TFLite's float16 quantization on Keras 2's LSTM and Keras 3's GRU, each on
   its first configuration with its first wrong mapping (two conversions each); at full depth every TFLite system,
   configuration and wrong mapping;
+- tests/equivalence/test_half_onnx.py: ONNX Runtime's float16 nodes, each system's last (richest) configuration and
+  first wrong mapping; at full depth every configuration and wrong mapping;
 - tests/harness/test_conversion_cache.py: the two processes writing one entry write it 25 times each, not
   100 (the reads still meet the writes: the test asserts it).
 

@@ -444,6 +444,15 @@ def overflow(stack, xs, state, dtype: str, forget_bias: float = 0.0, padding=Non
     return Overflow(float(finfo(storage_format(dtype)).max), watched.largest, watched.at_least, watched.at_most)
 
 
+def stored_once_in(exact: dict, bound: dict, fmt: str) -> dict:
+    """The bound of results computed within ``bound`` of ``exact`` and then stored once in the format ``fmt``
+    (rounded to nearest), elementwise, dict by dict: a runtime that takes and returns half tensors but computes in
+    float32 between them (ONNX Runtime's float16 nodes on a CPU). |fl(y~) - y| <= |fl(y~) - y~| + |y~ - y|
+    <= u |y~| + e <= u (|y| + e) + e, with u the format's unit roundoff."""
+    u = UNIT_ROUNDOFF[fmt]
+    return {key: bound[key] + u * (np.abs(exact[key]) + bound[key]) for key in bound}
+
+
 def pair_bound(bound_a, bound_b):
     """Allowed |a - b| when a and b each lie within their own bound of the exact result
     (elementwise; dicts of bounds key by key)."""
