@@ -73,7 +73,8 @@ class MLXGatedMapping(Mapping):
     def cell_spec(self, input_size: int, hidden_size: int, has_bias: bool, tag: str) -> NativeSpec:
         G = 4 if self.family == "lstm" else 3
         I, H, rows = input_size, hidden_size, G * hidden_size
-        spec = {"Wx": ((rows, I), f"({G}*hidden_size, input_size)"), "Wh": ((rows, H), f"({G}*hidden_size, hidden_size)")}
+        spec = {"Wx": ((rows, I), f"({G}*hidden_size, input_size)"),
+                "Wh": ((rows, H), f"({G}*hidden_size, hidden_size)")}
         if has_bias and self.family == "gru":
             spec.update(b=((rows,), f"({G}*hidden_size,)"), bhn=((H,), "(hidden_size,)"))
         elif has_bias:
