@@ -9,6 +9,9 @@ thread that reported it (reproduced, or refuted on the installed version).
 - pytorch/pytorch#151200, "an exported LSTM's h_n and c_n get an extra dimension" (in the program's recorded
   shapes): the recorded shapes against the run's.
 - pytorch/executorch#8468, "a dynamic sequence length blocks the export" (and pytorch#115092, executorch#5176).
+- pytorch/pytorch#74534, "half precision differs between the first and later runs" of a TorchScript program (its
+  profiling executor optimises the graph after the first runs): one loaded program run five times in float16 and
+  bfloat16.
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rnn_equivalence.frameworks.plan import arithmetic_of
+from rnn_equivalence.frameworks.pytorch import as_array, as_tensor
 from rnn_equivalence.harness.cases import LENGTHS, case_of, cases_for, padding_of
 from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
 from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.formats import HALF_FORMATS
+from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
 
 PROGRAMS = "rnn_equivalence.frameworks.torch_programs"
 
@@ -185,3 +192,39 @@ def test_the_while_loop_decomposition_exports_a_dynamic_lstm_only(adapter, tmp_p
         bounds = adapter.arrange(other.bound_vs_reference("float32"), config)
         assert_within_bound(compare_outputs(actual, adapter.arrange(other.reference(), config), bounds,
                                             f"{adapter.name}: one export with a dynamic length, run on {T} steps"))
+
+
+@pytest.mark.applies_to(lambda cls: is_program(cls, "trace") or is_program(cls, "script"))
+@pytest.mark.parametrize("half", HALF_FORMATS)
+def test_a_loaded_program_in_half_computes_the_same_on_every_run(adapter, half):
+    """pytorch#74534 (refuted on the CPU, the installed torch): TorchScript's profiling executor runs a loaded
+    program's first calls as recorded and optimises its graph after them, which was reported to change half
+    precision results between the first and later runs (on CUDA, where the fuser is on). One program, made,
+    saved and loaded in ``half``, called five times on one input: every call's outputs are bitwise the first's,
+    and the first is within the bound of the arithmetic PyTorch runs in ``half`` (float32 within each operation)
+    of the float64 reference of the same data. A release whose optimised graph computes otherwise turns this
+    red, by the bitwise comparison, whatever the size of the change."""
+    torch = adapter.torch
+    config = LayerConfig(2, True, initial_state=False, options=(("batch_first", False),))
+    case = case_of(adapter, 3, 4, 3, 9, 74534, config)
+    adapter.run(case.stack(half), case.inputs(half), None, config)  # makes, saves and loads the program
+    program, x = adapter.last_program, as_tensor(torch, case.inputs(half))
+    keys = ("output", "h_n", "c_n") if adapter.family == "lstm" else ("output", "h_n")
+    runs = []
+    with torch.no_grad():
+        for _ in range(5):
+            output, final = program(x)
+            finals = final if adapter.family == "lstm" else (final,)
+            runs.append(dict(zip(keys, (as_array(t) for t in (output, *finals)))))
+    assert len(runs) == 5 and all(np.dtype(a.dtype).name == half for a in runs[0].values())
+    for k, later in enumerate(runs[1:], 2):
+        for key in keys:
+            np.testing.assert_array_equal(later[key].view(np.uint16), runs[0][key].view(np.uint16),
+                                          err_msg=f"{adapter.name} in {half}: call {k}'s {key} is not the first's")
+    stack, xs, _ = case.exact_data(half)
+    exact, bound = reference_and_bound(stack, xs, None, arithmetic_of(adapter, half))
+    bound = pair_bound(bound, reference_and_bound(stack, xs, None, "float64")[1])
+    actual = {key: runs[0][key].astype(np.float64) for key in keys}
+    expected, bounds = adapter.arrange(exact, config), adapter.arrange(bound, config)
+    assert_within_bound(compare_outputs(actual, {k: expected[k] for k in keys}, {k: bounds[k] for k in keys},
+                                        f"{adapter.name}: a loaded program's first call in {half}"))
