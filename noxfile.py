@@ -50,8 +50,10 @@ def systems(*prefixes: str) -> str:
 
 
 def selection(kind: str) -> str:
-    """The systems an entry of ``kind`` runs (docgen.matrix.SELECTIONS), comma-separated."""
-    return ",".join(matrix_plan.selected(kind, ADAPTERS))
+    """The systems of the main environment an entry of ``kind`` runs (docgen.matrix.SELECTIONS), comma-separated:
+    not those of a session of their own (``Adapter.environment``; torchscript-* and torch-export-* start with
+    "torch" too)."""
+    return ",".join(matrix_plan.selected(kind, [name for name, cls in ADAPTERS.items() if not cls.environment]))
 
 
 def _entry(session, label: str, requested: dict, pins: list[str], extras: str, modules: list[str],
@@ -271,4 +273,37 @@ def mnn(session):
     session.run("python", "-c", "import MNN, onnx, onnxruntime, torch", silent=True)
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
                 f"--systems={systems('mnn')}", f"--equivalence-report={(ENVIRONMENTS / 'mnn').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# PyTorch's layers as TorchScript (traced, scripted) and torch.export programs, saved and loaded
+# (frameworks/torch_programs.py): PyTorch alone, no pin in conflict, but kept out of the main environment's run for
+# the default run's budget (about 125 s of test time at default depth); their report in
+# docs/environments/torch-programs.
+@nox.session(name="torch-programs", python="3.11", default=False)
+def torch_programs(session):
+    """The TorchScript and torch.export systems, at full depth: the report the committed one links."""
+    session.install(TORCH)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "numpy>=1.26", "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")
+    session.run("python", "-c", "import torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('torchscript-', 'torch-export-')}",
+                f"--equivalence-report={(ENVIRONMENTS / 'torch-programs').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# MLX's CPU build (frameworks/mlx_layers.py): its systems, their report in docs/environments/mlx.
+MLX = ("mlx[cpu]==0.32.4", "numpy>=1.26", "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")
+
+
+@nox.session(python="3.11", default=False)
+def mlx(session):
+    """The MLX systems, at full depth, in MLX's own environment: the report the committed one links."""
+    session.install(*MLX)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS)
+    session.run("python", "-c", "import mlx.core", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full", f"--systems={systems('mlx')}",
+                f"--equivalence-report={(ENVIRONMENTS / 'mlx').relative_to(ROOT)}",
                 *SUITE, *session.posargs, env={"CI": "true"})

@@ -189,6 +189,14 @@ CARRIES = {
                  "nobuco; coremltools' program, read at the level of its specification), the state an input and an "
                  "output of the graph, fed back by the caller",
 }
+PROGRAM_SOURCES = ("torch-rnn", "torch-lstm-rnn", "torch-gru-rnn")
+PROGRAMS = ("torchscript-trace-rnn", "torchscript-trace-lstm-rnn", "torchscript-trace-gru-rnn",
+            "torchscript-script-rnn", "torchscript-script-lstm-rnn", "torchscript-script-gru-rnn",
+            "torch-export-rnn", "torch-export-lstm-rnn", "torch-export-gru-rnn")
+PROGRAM_PAIRS = (("torch-rnn", "torchscript-trace-rnn"), ("torch-lstm-rnn", "torchscript-trace-lstm-rnn"),
+                 ("torch-gru-rnn", "torchscript-script-gru-rnn"), ("torch-lstm-rnn", "torchscript-script-lstm-rnn"),
+                 ("torch-lstm-rnn", "torch-export-lstm-rnn"), ("torch-gru-rnn", "torch-export-gru-rnn"))
+MLX_PAIRS = (("torch-lstm", "mlx-lstm"), ("torch-gru", "mlx-gru"), ("torch", "mlx"))
 
 
 CONCAT_SNIPPET = '''\
@@ -380,6 +388,68 @@ assert np.abs(got - expected).max() > 1e-5  # float32's atol would call the floa
 '''
 
 
+MLX_SNIPPET = '''\
+import numpy as np
+import torch
+import mlx.core as mx
+import mlx.nn
+
+torch_lstm = torch.nn.LSTM(input_size=3, hidden_size=5, batch_first=True)
+torch_gru = torch.nn.GRU(input_size=3, hidden_size=5, batch_first=True)
+mlx_lstm, mlx_gru = mlx.nn.LSTM(3, 5), mlx.nn.GRU(3, 5)
+
+# One gate order in both (LSTM i, f, g, o; GRU r, z, n), one weight layout: Wx = weight_ih, Wh = weight_hh.
+W_ih, W_hh, b_ih, b_hh = (mx.array(p.detach().numpy()) for p in torch_lstm.parameters())
+mlx_lstm.update({"Wx": W_ih, "Wh": W_hh, "bias": b_ih + b_hh})  # one bias per gate: the two, summed
+W_ih, W_hh, b_ih, b_hh = (mx.array(p.detach().numpy()) for p in torch_gru.parameters())
+b_hr, b_hz, b_hn = mx.split(b_hh, 3)
+# The GRU sums r's and z's biases, and keeps b_hn apart (bhn), inside the reset: r * (W_hn h + b_hn)
+mlx_gru.update({"Wx": W_ih, "Wh": W_hh, "b": b_ih + mx.concatenate([b_hr, b_hz, mx.zeros_like(b_hn)]), "bhn": b_hn})
+
+x = np.random.default_rng(0).standard_normal((2, 7, 3), np.float32)  # batch first, as MLX takes it
+h_lstm, c_lstm = mlx_lstm(mx.array(x))  # every step's h and c
+h_gru = mlx_gru(mx.array(x))            # every step's h
+for got, torch_layer in ((h_lstm, torch_lstm), (h_gru, torch_gru)):
+    expected = torch_layer(torch.from_numpy(x))[0].detach().numpy()
+    # float32 rounding of 3 + 5 + 2 terms over 7 steps is below 1e-6 here; a wrong gate order, or b_hn outside
+    # r, is off by ~0.1
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-5)
+'''
+
+PROGRAM_SNIPPET = '''\
+import io
+
+import numpy as np
+import torch
+
+class Model(torch.nn.Module):  # your module around the layer: trace, script or export it, not the bare layer
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(input_size=3, hidden_size=5, batch_first=True)
+
+    def forward(self, x):
+        output, (h_n, c_n) = self.lstm(x)
+        return output, h_n, c_n
+
+def saved_and_loaded(program, save, load):  # through its file format, as it is deployed
+    buffer = io.BytesIO()
+    save(program, buffer)
+    buffer.seek(0)
+    return load(buffer)
+
+model = Model().eval()
+x = torch.from_numpy(np.random.default_rng(0).standard_normal((4, 11, 3), np.float32))
+traced = saved_and_loaded(torch.jit.trace(model, torch.zeros(2, 7, 3)), torch.jit.save, torch.jit.load)
+exported = saved_and_loaded(torch.export.export(model, (torch.zeros_like(x),)),  # one length: x's
+                            torch.export.save, torch.export.load).module()
+with torch.no_grad():
+    for got, expected in zip((*traced(x), *exported(x)), 2 * model(x), strict=True):
+        # the program runs the module's own kernel (aten::lstm) on its weights: bitwise equal here, 1e-6 is
+        # float32 rounding at these sizes; a trace that kept its example's 7 steps and batch 2 would fail
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=1e-6)
+'''
+
+
 QUESTIONS = (
     Question(
         "concat-vs-split",
@@ -447,6 +517,28 @@ QUESTIONS = (
                "Flax's `GRUCell` has no `b_hn`: it holds PyTorch's weights only when `b_hn = 0`."),
         snippet=GRU_SNIPPET, snippet_needs=("torch", "keras"),
         caveat="Keras's GRU bias is (2, 3H) with `reset_after=True` (input and recurrent rows) and (3H,) without.",
+    ),
+    Question(
+        "mlx",
+        "Is MLX's `nn.LSTM` / `nn.GRU` the same as PyTorch's? (PyTorch's weights into MLX, and back)",
+        (Claim("Only if", "the weights go over as they are, in PyTorch's gate orders, and the GRU resets after, "
+                          "as PyTorch's does; MLX keeps one bias per gate, `bias_ih + bias_hh`, except the GRU's "
+                          "`b_hn`, which it keeps apart (`bhn`) inside the reset. In float64 MLX's exp and sigmoid "
+                          "are float32-accurate (ml-explore/mlx#3047)",
+               condition="you compute in float32", pairs=MLX_PAIRS),),
+        r"n_t = \tanh\big(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})\big), \qquad "
+        r"b^{\text{MLX}} = b_{ih} + [\,b_{hr};\ b_{hz};\ 0\,], \quad \text{bhn} = b_{hn}",
+        MLX_PAIRS,
+        notes=("**Layout:** `Wx` is `weight_ih` and `Wh` is `weight_hh`, gates stacked alike (i, f, g, o; r, z, n). "
+               "MLX takes the input batch first, (N, L, D), and returns every step's h (the LSTM's h and c), as "
+               "`batch_first=True`'s output. Back to PyTorch: `bias_ih` the sums, `bias_hh` zero but for its n "
+               "part, `bhn`. `mx.array` of a float64 NumPy array is float32 unless given `dtype=mx.float64`.",
+               "**Training:** one stored bias per gate (the GRU's n gate aside), as in Keras, so SGD moves "
+               "PyTorch's `b_ih + b_hh` twice as far ([one bias or two](#one-bias-or-two)). ml-explore/mlx#3249 "
+               "(`nn.GRU` dropping `b_hn` at the first step from no state) is refuted on the installed MLX.",),
+        snippet=MLX_SNIPPET, snippet_needs=("torch", "mlx"),
+        caveat="`mlx.optimizers.Adam` has no bias correction by default (`bias_correction=False`): another "
+               "optimizer than `torch.optim.Adam`; the suite steps with `bias_correction=True`.",
     ),
     Question(
         "hard-sigmoid",
@@ -544,6 +636,32 @@ QUESTIONS = (
                "`Masking` layer) inside the exported model. Each exporter carries it, with its source's "
                "convention on padded steps.",),
         caveat="ONNX Runtime refuses the fused LSTM and GRU nodes in float64; export in float32.",
+    ),
+    Question(
+        "torchscript-and-torch-export",
+        "Does my TorchScript or `torch.export` model still compute what the module does?",
+        (Claim("Yes", "`torch.jit.trace`, `torch.jit.script` and `torch.export.export` of `nn.RNN`, `nn.LSTM` and "
+                      "`nn.GRU`, saved and loaded, agree with the module and the float64 reference within the "
+                      "bound, in float32 and float64: each program holds PyTorch's fused kernel (`aten::lstm`, "
+                      "`aten::gru`, `aten::rnn_tanh`), not an unrolled loop",
+               about="the forward pass", proof=subject(systems=PROGRAMS, excluding=PADDING_KINDS,
+                                                       against=PROGRAM_SOURCES),
+               pairs=PROGRAM_PAIRS),),
+        r"\max_t \lVert y_t^{\text{loaded program}} - y_t^{\text{module}} \rVert \le \text{bound}_{\text{dtype}}",
+        PROGRAM_PAIRS,
+        notes=("**What `torch.export` refuses:** a packed batch (`pack_padded_sequence`: its `batch_sizes` are "
+               "data) and a dynamic sequence length (pytorch/executorch#8468): export one program per length, or "
+               "take padded batches through TorchScript, which carries the module's zeros on padded steps "
+               "([padded batches](#padded-steps)). An LSTM alone exports with a dynamic length under the private "
+               "`torch.export._patches.register_lstm_while_loop_decomposition()`, in a process that has not "
+               "exported an LSTM before.",
+               "**Threads checked:** pytorch/pytorch#17656 (a traced LSTM wrong after save and load) and "
+               "pytorch/pytorch#151200 (an exported LSTM's `h_n`, `c_n` recorded with an extra dimension) are "
+               "refuted on the installed torch. Gradients and one optimizer step, through the loaded program's own "
+               "parameters, are in the rows below too.",),
+        snippet=PROGRAM_SNIPPET, snippet_needs=("torch",),
+        caveat="`torch.jit.script(nn.LSTM(...))` gives a module without `forward` (the layer's forward is "
+               "overloaded for packed and padded input): script your module that calls the layer.",
     ),
     Question(
         "tflite",

@@ -10,6 +10,7 @@ Each snippet costs well under a second once its frameworks are imported (their i
 import importlib
 import os
 import re
+import sys
 
 import pytest
 
@@ -17,7 +18,7 @@ from docgen.answers import PAGE
 from docgen.questions import QUESTIONS
 from rnn_equivalence.harness.selection import is_ci
 
-SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split"}
+SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split", "mlx": "mlx"}
 WITH_SNIPPETS = [q for q in QUESTIONS if q.snippet]
 
 
@@ -35,7 +36,9 @@ def require_modules(require_system, modules):
 def test_every_snippet_declares_what_it_imports():
     assert WITH_SNIPPETS
     for question in WITH_SNIPPETS:
-        imported = set(re.findall(r"^(?:import|from) (\w+)", question.snippet, re.M)) - {"numpy"}
+        # The frameworks it imports; numpy and Python's own modules (io) need no declaring.
+        imported = set(re.findall(r"^(?:import|from) (\w+)", question.snippet, re.M)) - {"numpy",
+                                                                                         *sys.stdlib_module_names}
         assert imported == set(question.snippet_needs), (question.anchor, imported)
 
 
