@@ -288,7 +288,9 @@ def torch_programs(session):
     session.install(*TEST_TOOLS, "numpy>=1.26", "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")
     session.run("python", "-c", "import torch", silent=True)
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
-                f"--systems={systems('torchscript-', 'torch-export-')}",
+                # with the layers they are made from: each program is compared with its source module too
+                # (``compare_with``: the pair tests), which a run without them would skip
+                f"--systems={systems('torchscript-', 'torch-export-')},torch-rnn,torch-lstm-rnn,torch-gru-rnn",
                 f"--equivalence-report={(ENVIRONMENTS / 'torch-programs').relative_to(ROOT)}",
                 *SUITE, *session.posargs, env={"CI": "true"})
 
