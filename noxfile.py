@@ -296,7 +296,7 @@ def torch_programs(session):
 
 
 # MLX's CPU build (frameworks/mlx_layers.py): its systems, their report in docs/environments/mlx.
-MLX = ("mlx[cpu]==0.32.4", "numpy>=1.26", "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")
+MLX = ("mlx[cpu]==0.32.4", "numpy>=1.26", "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3", "safetensors>=0.4")
 
 
 @nox.session(python="3.11", default=False)
@@ -306,6 +306,8 @@ def mlx(session):
     session.install("--no-deps", "-e", ".")
     session.install(*TEST_TOOLS)
     session.run("python", "-c", "import mlx.core", silent=True)
+    # with MLX's weight files (tests/cli/test_mlx_files.py: inspect, convert and verify of save_weights files)
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full", f"--systems={systems('mlx')}",
                 f"--equivalence-report={(ENVIRONMENTS / 'mlx').relative_to(ROOT)}",
-                *SUITE, *session.posargs, env={"CI": "true"})
+                *SUITE, "tests/cli/test_mlx_files.py", *session.posargs,
+                env={"CI": "true", "RNN_EQ_ENVIRONMENT": "mlx"})

@@ -27,7 +27,8 @@ Formats read (by suffix):
 - ``.msgpack``: Flax's ``flax.serialization.to_bytes`` of a variables dict (linen) or of an nnx state's
   pure dict, read with ``flax.serialization.msgpack_restore`` (msgpack: data only), paths joined by "/";
 - ``.pdparams``: PaddlePaddle's ``paddle.save(layer.state_dict(), path)``, a pickle of NumPy arrays (protocol
-  2 to 4), unpickled by ``_DataUnpickler`` admitting NumPy's array globals only, as this module's own functions.
+  2 to 4), unpickled by ``_DataUnpickler`` admitting NumPy's array globals only, as this module's own functions;
+- MLX's ``mlx.nn.Module.save_weights``: a ``.safetensors`` or an ``.npz``, read as above.
 
 A pickle is never given to ``pickle.load``: any global but the few a format needs (``_DataUnpickler``'s
 table) is refused by name before anything is called, so a payload (``os.system``, ``builtins.eval``) never runs.
@@ -50,7 +51,14 @@ and gate order, and bias layout (tests/cli/test_paddle_files.py: Paddle's own ou
 reference within the bound), so the PyTorch mapping reads them; each layer's cells are in the file again
 (``0.cell.weight_ih``, ``0.cell_fw.``/``0.cell_bw.`` where bidirectional): those copies are checked equal to the
 layer's weights and listed as copies, not read as modules of their own (one that differs is refused, as is a
-projection, ``proj_size``, whose ``weight_ho`` Paddle keeps in the cells only). Every
+projection, ``proj_size``, whose ``weight_ho`` Paddle keeps in the cells only). MLX's ``nn.RNN``, ``nn.LSTM`` and
+``nn.GRU`` by the exact set of their parameters' names under one module path (``save_weights`` names them by the
+module tree's dotted paths: ``encoder.Wx``, ``layers.0.Wh``): ``Wxh, Whh[, bias]`` (system ``mlx``), ``Wx, Wh[,
+bias]`` (``mlx-lstm``), ``Wx, Wh[, b, bhn]`` (``mlx-gru``; without bias, an LSTM's and a GRU's are told apart by
+``Wh``'s gate count), each one layer, one direction, read with the MLX mapping (frameworks/mlx_layers.py;
+tests/cli/test_mlx_files.py: MLX's own outputs reproduced by the reference within the bound). ``Wx``, ``Wh``,
+``Wxh``, ``Whh`` and ``bhn`` are no other system's names: a path holding one is MLX's, and its names that are no
+MLX layer's exactly (a tensor missing, one more), or a shape that does not read, are refused by name. Every
 other weight (an embedding, a dense head, an optimizer's slots) is listed as skipped.
 """
 
@@ -746,13 +754,16 @@ def select(modules: list[Module], location: str, where: str = "the file") -> Mod
 
 
 def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
-    """Every PyTorch recurrent module among ``weights`` (see the module's docstring), each read by its
-    system's mapping; a group of recurrent names that does not read is refused by name."""
+    """Every recurrent module among ``weights`` (PyTorch's, Paddle's, Keras's, ONNX's, TF1's, Flax's, MLX's: see the
+    module's docstring), each read by its system's mapping; a group of recurrent names that does not read is
+    refused by name."""
     groups: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
     skipped = []
     keras, onnx, tf1, flax = _keras_groups(weights), _onnx_groups(weights), _tf1_groups(weights), _flax_groups(weights)
+    mlx = _mlx_groups(weights)
     copies = _paddle_copies(weights)
-    claimed = {name for group in (*keras.values(), *onnx.values(), *tf1.values(), *(g for _, g in flax.values()))
+    claimed = {name for group in (*keras.values(), *onnx.values(), *tf1.values(), *(g for _, g in flax.values()),
+                                  *mlx.values())
                for name in group.values()} | set(copies)
     for name, value in weights.items():
         match = PYTORCH_NAME.match(name)
@@ -780,7 +791,59 @@ def find_recurrent(weights: dict[str, np.ndarray]) -> Inspection:
             inspection.modules.append(read_as(native, system, location=location))
         except FileRefused as error:
             raise FileRefused(f"Flax cell {location!r}: {error}") from None
+    for location, names in mlx.items():
+        inspection.modules.append(_read_mlx(location, {own: np.asarray(weights[name]) for own, name in names.items()}))
     return inspection
+
+
+# MLX's nn.RNN, nn.LSTM, nn.GRU (frameworks/mlx_layers.py), by the exact set of their parameters' names under one
+# module path (``Module.save_weights``: the module tree's dotted paths, "rnn.Wx", "layers.0.Wh"): {names: system};
+# an LSTM's and a GRU's without bias are both {Wx, Wh}, told apart by Wh's rows over its columns (4 or 3 gates).
+MLX_LAYERS = {frozenset({"Wxh", "Whh", "bias"}): "mlx", frozenset({"Wxh", "Whh"}): "mlx",
+              frozenset({"Wx", "Wh", "bias"}): "mlx-lstm", frozenset({"Wx", "Wh", "b", "bhn"}): "mlx-gru",
+              frozenset({"Wx", "Wh"}): None}
+MLX_OWN = frozenset({"Wx", "Wh", "Wxh", "Whh", "bhn"})  # names no other framework's recurrent layer has
+MLX_GATES = {4: "mlx-lstm", 3: "mlx-gru"}
+MLX_CELLS = {"nn.RNN": ("Wxh", "Whh", "bias"), "nn.LSTM": ("Wx", "Wh", "bias"), "nn.GRU": ("Wx", "Wh", "b", "bhn")}
+
+
+def _mlx_groups(weights) -> dict[str, dict[str, str]]:
+    """{module path: {the layer's own name "Wx": the file's name "rnn.Wx"}} for every path holding one of MLX's own
+    names (``MLX_OWN``) among its direct weights, naturally sorted (a list's layers.0, layers.1, ..., layers.10).
+    Every name directly under such a path is the layer's: a set that is no MLX layer's exactly (a tensor missing,
+    one of another layer, one more) is refused by ``_read_mlx``, naming what each MLX layer holds."""
+    under: dict[str, dict[str, str]] = {}
+    for name in weights:
+        location, _, own = name.rpartition(".")
+        under.setdefault(location, {})[own] = name
+    return {location: under[location] for location in sorted(under, key=_natural) if MLX_OWN & set(under[location])}
+
+
+def _read_mlx(location: str, own: dict[str, np.ndarray]) -> Module:
+    where = f"MLX layer {location!r}" if location else "the top-level MLX layer"
+    names = frozenset(own)
+    if names not in MLX_LAYERS:
+        expected = "; ".join(f"{cell} {', '.join(spec)}" for cell, spec in MLX_CELLS.items())
+        raise FileRefused(f"{where}: weights {sorted(names)} are no MLX recurrent layer's: expected exactly "
+                          f"{expected} (bias=False: the bias names left out)")
+    system = MLX_LAYERS[names]
+    if system is None:  # {Wx, Wh}: an LSTM or a GRU without bias, by Wh's gate count
+        Wh = own["Wh"]
+        gates = Wh.shape[0] // Wh.shape[1] if np.ndim(Wh) == 2 and Wh.shape[1] else 0
+        system = MLX_GATES.get(gates) if np.ndim(Wh) == 2 and gates * Wh.shape[1] == Wh.shape[0] else None
+        if system is None:
+            raise FileRefused(f"{where}: Wx and Wh without bias (nn.LSTM or nn.GRU, bias=False): expected Wh of shape "
+                              f"(4*hidden_size, hidden_size) or (3*hidden_size, hidden_size), got {np.shape(Wh)}")
+    config = LayerConfig(1, False, len(names) > 2)
+    own = {name: own[name] for name in mapping(system).native_spec(config, 1, 1)}  # MLX's order: Wx, Wh, bias
+    try:
+        params = read(own, system, config)
+    except ValueError as error:
+        raise FileRefused(f"{where}: {error}") from None
+    first = params.layers[0][0]
+    return Module(location, system, mapping(system).family, config, int(first.W_x.shape[1]),
+                  int(first.W_h.shape[1]), own, params)
+
 
 
 # PaddlePaddle's nn.SimpleRNN, nn.LSTM, nn.GRU: PyTorch's names (weight_ih_l0, ..., _reverse), and each layer's

@@ -10,7 +10,8 @@
 
 ``inspect`` lists every recurrent module of a weight file (``rnn_equivalence.frameworks.files``: PyTorch .pt/.pth/.bin,
 TorchScript archives, .safetensors, .npz; Keras .weights.h5, .keras, Keras 2 .h5; ONNX; Flax .msgpack; TF1
-checkpoints; PaddlePaddle .pdparams, each layer's cell copies listed as copies): where
+checkpoints; PaddlePaddle .pdparams, each layer's cell copies listed as copies; MLX's ``save_weights``, .safetensors
+or .npz): where
 it is, which system of the suite reads it, its family, GRU variant, sizes, layers, directions, bias
 and projection, its weights in the framework's names and its canonical parameters; the file's other
 weights are listed as skipped. ``--as SYSTEM`` reads a flat file (.npz, .safetensors) named as any
@@ -67,8 +68,9 @@ def inspect(file, system, as_json):
     inspection = _inspection(file, system)
     if not inspection.modules:
         names = ", ".join(inspection.skipped[:5]) + (", ..." if len(inspection.skipped) > 5 else "")
-        _refuse(f"{file}: no recurrent module found: expected PyTorch, Keras, ONNX, Flax or TF1 recurrent weights "
-                f"(README: Check your own model), got {len(inspection.skipped)} other weight(s): {names}")
+        _refuse(f"{file}: no recurrent module found: expected PyTorch, Keras, ONNX, Flax, TF1, Paddle or MLX "
+                f"recurrent weights (README: Check your own model), got {len(inspection.skipped)} other "
+                f"weight(s): {names}")
     modules = [module.summary() for module in inspection.modules]
     if as_json:
         click.echo(json.dumps({"file": str(file), "modules": modules, "skipped": inspection.skipped,

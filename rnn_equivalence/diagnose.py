@@ -10,7 +10,8 @@ LSTM gates i and f exchanged in W_x and W_h (err/bound 0.04 after, 3e+05 before)
 
 The catalogue, in the canonical names (``rnn_equivalence.reference.params``: W_x (G*H, I), W_h (G*H, H), b_x, b_h, gates
 in PyTorch's order, LSTM i f g o, GRU r z n):
-- gate blocks permuted (every permutation), in all four tensors, or in the kernels only;
+- gate blocks permuted (every permutation), in all four tensors, or in the kernels only; two blocks exchanged
+  in one kernel only (W_x or W_h);
 - a kernel's gate blocks transposed (a square H x H block of W_h; W_x where I = H);
 - the biases: b_x or b_h dropped, one doubled (the sum put in both slots), both halved;
 - TF1's forget_bias (1.0) not folded into the LSTM's f bias, or folded twice;
@@ -82,6 +83,11 @@ def mistakes(stack: StackParams):
                 b_h=_blocks(c.b_h, o, G)))))
             out.append((f"{what} in W_x and W_h (the biases in place)", lambda s, o=order: _cells(s, lambda c: replace(
                 c, W_x=_blocks(c.W_x, o, G), W_h=_blocks(c.W_h, o, G)))))
+            if len(moved) == 2:  # two blocks of one kernel exchanged (a copy into MLX's Wx, Keras's kernel)
+                out.append((f"{what} in W_x only", lambda s, o=order: _cells(s, lambda c: replace(
+                    c, W_x=_blocks(c.W_x, o, G)))))
+                out.append((f"{what} in W_h only", lambda s, o=order: _cells(s, lambda c: replace(
+                    c, W_h=_blocks(c.W_h, o, G)))))
     if first.W_proj is None:
         out.append(("each gate block of W_h transposed", lambda s: _cells(s, lambda c: replace(
             c, W_h=np.concatenate([b.T for b in np.split(c.W_h, G)])))))
