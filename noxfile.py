@@ -311,3 +311,24 @@ def mlx(session):
                 f"--equivalence-report={(ENVIRONMENTS / 'mlx').relative_to(ROOT)}",
                 *SUITE, "tests/cli/test_mlx_files.py", *session.posargs,
                 env={"CI": "true", "RNN_EQ_ENVIRONMENT": "mlx"})
+
+
+# ncnn through pnnx (issue 36): PyTorch's nn.LSTM, nn.GRU and nn.RNN traced, converted by pnnx into an ncnn
+# .param/.bin, run by ncnn's Python API. pnnx's wheel requires only torch (any: it converts a saved TorchScript
+# file with its own executable); torch first, the CPU wheel on this machine's disk, so that pip keeps it. Its
+# systems (frameworks/ncnn_export.py) run here, their report in docs/environments/ncnn.
+NCNN = ("pnnx==20261020", "ncnn==1.0.20261020")
+
+
+@nox.session(python="3.11", default=False)
+def ncnn(session):
+    """The ncnn systems (pnnx's conversions run in ncnn), at full depth, in their own environment: the report the
+    committed one links."""
+    session.install(TORCH)
+    session.install(*NCNN)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")  # the suite's own, --no-deps
+    session.run("python", "-c", "import pnnx, ncnn, torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('ncnn')}", f"--equivalence-report={(ENVIRONMENTS / 'ncnn').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})

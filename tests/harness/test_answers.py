@@ -335,7 +335,7 @@ def test_a_lead_about_chunked_runs_needs_them_and_each_way_of_carrying_named():
 
 def test_each_system_run_in_chunks_carries_its_state_one_named_way():
     carried = {name: carried_by(name) for name in {r["system"] for r in runs_rows("chunked", COMMITTED)}}
-    converters = ("tflite-", "tf2onnx-", "torch-onnx-", "onnx2tf-", "nobuco-", "coreml-", "mnn-")
+    converters = ("tflite-", "tf2onnx-", "torch-onnx-", "onnx2tf-", "nobuco-", "coreml-", "mnn-", "ncnn-")
     assert {n for n, how in carried.items() if how == "converted"} == {n for n in carried if n.startswith(converters)}
     assert {n for n, how in carried.items() if how == "layer"} == {n for n in carried
                                                                    if n.startswith(("keras-", "tf-keras-"))}
