@@ -33,7 +33,10 @@ def test_every_row_meets_a_generated_test(tmp_path):
                            env={"RNN_EQ_KNOWN_ISSUES_MET": str(met)})
     assert code == 0, out[-3000:]
     used = set(json.loads(met.read_text()))
-    stale = [KNOWN_ISSUES[i] for i in range(len(KNOWN_ISSUES)) if i not in used]
+    # A row about systems of a nox session of their own alone (MLX's) is met in that session's run, where its
+    # strict expected failures run: the main environment's collection leaves those systems out.
+    elsewhere = {i for i, row in enumerate(KNOWN_ISSUES) if all(ADAPTERS[n].environment for n in row.systems)}
+    stale = [KNOWN_ISSUES[i] for i in range(len(KNOWN_ISSUES)) if i not in used | elsewhere]
     assert not stale, f"rows of rnn_equivalence.harness.known_issues that match no generated test: {stale}"
 
 
