@@ -35,13 +35,10 @@ def arithmetic_of(plan, dtype: str) -> str:
     return plan.arithmetic.get(dtype, dtype)
 
 
-def dtypes_for(plan, capability: str, depth: str = "full") -> tuple[str, ...]:
-    """Those of a system's (``plan``: an adapter or its class) dtypes a capability runs in at ``depth``, in its
-    order: short of full depth, not those the system runs at full depth only (``TestPlan.full_depth_dtypes``)."""
+def dtypes_for(plan, capability: str) -> tuple[str, ...]:
+    """Those of a system's (``plan``: an adapter or its class) dtypes a capability runs in, in its order."""
     allowed = CAPABILITY_DTYPES.get(capability, DEFAULT_DTYPES)
-    later = plan.full_depth_dtypes if depth != "full" else ()
-    left_out = plan.dtypes_left_out.get(capability, ())
-    return tuple(d for d in plan.dtypes if d in allowed and d not in later and d not in left_out)
+    return tuple(d for d in plan.dtypes if d in allowed)
 
 
 class TestPlan:
@@ -62,14 +59,6 @@ class TestPlan:
     # in float32 and rounded once), a bound a computation rounding every partial sum in half exceeds
     # (tests/equivalence/test_half_torch.py). The report shows the row as "float16 (float32 within each op)".
     arithmetic: dict[str, str] = {}
-    # Of ``dtypes``, those the system runs in at full depth only: short of it no capability runs them
-    # (``dtypes_for``), where running every system's half rows at default would cost more than they tell
-    # (rnn_equivalence.harness.depth: the Keras layers on jax and torch run their half formats at full depth).
-    full_depth_dtypes: tuple[str, ...] = ()
-    # Per capability, dtypes of ``dtypes`` it does not run in at any depth, where the framework has a bug there that
-    # no known-issue row can follow; each with a named test proving the bug, in the system's module's words
-    # (Keras 3 on torch: a stateful layer's state not carried under a mixed policy, tests/equivalence/test_half_keras.py).
-    dtypes_left_out: dict[str, tuple[str, ...]] = {}
     configs: tuple[LayerConfig, ...] = (CELL,)
     mutation_config: LayerConfig = CELL  # the richest configuration: where the mutations run
     layout_config: LayerConfig = CELL  # the configuration ``own_weight_shapes`` builds
