@@ -17,9 +17,8 @@ what leaves the node. Measured here, per system of the ONNX Runtime family (onnx
 The systems keep float32 as their dtype (frameworks/onnx_rnn.py, ``OnnxRuntimeSystem.dtypes``): their float16
 runs are these tests', not the designs', so the report has no float16 rows for them (and the tests record no
 comparison: a float16 record of a system without float16 would make a row with nothing compared). Depth: short of
-full, the
-last (richest) configuration of each system and its first wrong mapping; at full depth every configuration and
-every wrong mapping. Each run is a model of one node, built and run in milliseconds.
+full, the last (richest) configuration of each system and its first wrong mapping; at full depth every
+configuration and every wrong mapping. Each run is a model of one node, built and run in milliseconds.
 """
 
 import numpy as np
