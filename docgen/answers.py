@@ -51,7 +51,8 @@ def with_environments(report: dict, root: Path = ROOT) -> dict:
         where = f"environments/{session}/EQUIVALENCE.md"
         # its own systems' rows only: a session may run a main system beside them (a source its programs are
         # compared with), whose row the committed report has already
-        merged["systems"] += [{**row, "page": where} for row in own["systems"] if row["system"] in report["elsewhere"][session]]
+        merged["systems"] += [{**row, "page": where} for row in own["systems"]
+                              if row["system"] in report["elsewhere"][session]]
         merged["non_equivalences"] += [{**row, "page": where} for row in own["non_equivalences"]]
     return merged
 

@@ -12,7 +12,8 @@ as ``layer(x, h0)`` / ``layer(x, (h0, c0))`` (no state argument where none is gi
 ``output, h_n[, c_n]``; traced on **one** sequence (batch 1); converted by the pnnx executable the ``pnnx`` wheel
 ships (``inputshape=...``, ``fp16=0``: float32 weights in the ``.bin``); the ``.param`` / ``.bin`` pair kept in
 the conversion cache (``rnn_equivalence.frameworks.conversion_cache``, one entry holding both); loaded with
-``ncnn.Net().load_param`` / ``load_model`` (from files: the Python API's ``load_model_mem`` takes a str) with fp16 and bf16 storage and arithmetic off (``runs_with``);
+``ncnn.Net().load_param`` / ``load_model`` (from files: the Python API's ``load_model_mem`` takes a str) with fp16
+and bf16 storage and arithmetic off (``runs_with``);
 each sequence of the batch extracted by an extractor of its own, its ``(T, I)`` input and ``(L*D, H)`` states
 fed as 2-D Mats, the batch stacked back afterwards.
 

@@ -95,8 +95,8 @@ def row_structure(row):
 
 def test_the_converted_systems_are_the_converters():
     """The rule follows ``TestPlan.converter``: every TFLite, tf2onnx, torch.onnx.export, onnx2tf, nobuco,
-    coremltools, MNNConvert, pnnx (ncnn), TorchScript and torch.export system declares it, as the name of the converter (a
-    string: a method of the same name once hid TFLite's)."""
+    coremltools, MNNConvert, pnnx (ncnn), TorchScript and torch.export system declares it, as the name of the
+    converter (a string: a method of the same name once hid TFLite's)."""
     assert all(isinstance(cls.converter, str) for cls in ADAPTERS.values())
     assert {name.split("-")[0] for name in CONVERTED} == {"tflite", "tf2onnx", "torch", "onnx2tf", "nobuco", "coreml",
                                                             "mnn", "ncnn", "torchscript"}
