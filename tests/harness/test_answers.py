@@ -385,10 +385,12 @@ def test_the_half_lead_quotes_the_reports_half_rows_and_names_the_unproven():
     cases = sum(r["cases"] + r["padded"]["cases"] + r["chunked"]["cases"] for r in rows)
     assert f"({cases} cases, worst err/bound " in first and "Other frameworks and int8: tested by name" in first
     pinned = {f"{r['system']} {r['dtype']}" for r in rows if r["mutations_caught"] < r["mutations"]}
-    assert pinned == {"torch-lstm-rnn float16", "torch-lstm-rnn bfloat16", "torch-gru-rnn float16",
-                      "torch-gru-rnn bfloat16", "torch-rnn bfloat16"}
-    assert "UNPROVEN for `nn.LSTM` and `nn.GRU` in both formats, `nn.RNN` in bfloat16" in first.replace(
-        "`nn.GRU` and `nn.LSTM`", "`nn.LSTM` and `nn.GRU`")
+    # the rows whose systems pin a wrong mapping in their format (PyTorch's layers, and the programs made of them
+    # where the environments' reports are read), and only those
+    assert {"torch-lstm-rnn float16", "torch-lstm-rnn bfloat16", "torch-gru-rnn float16", "torch-gru-rnn bfloat16",
+            "torch-rnn bfloat16"} <= pinned <= {f"{r['system']} {r['dtype']}" for r in rows
+                                                if ADAPTERS[r["system"]].mutations_within_bound.get(r["dtype"])}
+    assert f"UNPROVEN in {len(pinned)} rows" in first
     assert words(first) <= LEAD_WORDS
     changed = copy.deepcopy(WITH_HALF)
     half_row(changed, "torch-gru")["worst_ratio"] = 0.875
