@@ -286,8 +286,11 @@ class Summary:
         _wrap(write_line, "Versions: " + ", ".join(versions))
         from rnn_equivalence.harness.selection import elsewhere
 
-        for session, names in elsewhere(self.names).items():
-            _wrap(write_line, f"Not in this run, in their own environment (nox -s {session}): {', '.join(names)}")
+        left = elsewhere(self.names)
+        if left:  # one line for them all: the report files name each session's systems
+            sessions = ", ".join(f"{session} ({len(names)})" for session, names in left.items())
+            _wrap(write_line, "Not in this run, in environments of their own (nox -s <session>; the report names "
+                              f"their systems): {sessions}")
         groups: dict[str, dict[str, list]] = {}
         for row in self.systems.values():
             groups.setdefault(framework_of(row.system), {}).setdefault(row.family or "?", []).append(row)
@@ -338,10 +341,14 @@ class Summary:
         if known:
             write_line("")
             write_line("Known upstream issues (strict expected failures; full text and links in the report):")
-            for reason, where in sorted(known.items(), key=lambda item: (-len(item[1]), item[0])):
+            ordered_known = sorted(known.items(), key=lambda item: (-len(item[1]), item[0]))
+            for reason, where in ordered_known[:KNOWN_SHOWN]:
                 systems = sorted({system for system, _ in where})
                 dtypes = "/".join(sorted({dtype for _, dtype in where}))
                 _one_line(write_line, f"[{dtypes}] {reason.split(';')[0]}", systems)
+            if len(ordered_known) > KNOWN_SHOWN:  # as the findings: the report lists every one
+                more = len(ordered_known) - KNOWN_SHOWN
+                write_line(f"  ... and {more} more known issues: the report lists every one.")
         write_line("")
         write_line("Per system and dtype: --equivalence-summary=full, or the report (--equivalence-report=DIR).")
 
@@ -412,6 +419,7 @@ class Summary:
 
 WIDTH = 120
 SCREEN_LINES = 60  # the compact summary's height at most (tests/harness/test_summary.py)
+KNOWN_SHOWN = 6  # the known upstream issues the compact summary names, the most widespread first
 _FAMILY_TITLES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
 _FAMILY_SUFFIXES = ("-rnn", "-lstm", "-gru", "-reset-before")
 _VERDICT_ORDER = ("NOT equivalent", "FAILED", "UNPROVEN", "NOT equivalent where noted below", "not compared",
