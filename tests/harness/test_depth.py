@@ -94,11 +94,13 @@ def row_structure(row):
 
 
 def test_the_converted_systems_are_the_converters():
-    """The rule follows ``TestPlan.converter``: every TFLite, tf2onnx, torch.onnx.export, onnx2tf, nobuco and
-    coremltools system declares it, as the name of the converter (a string: a method of the same name once hid TFLite's)."""
+    """The rule follows ``TestPlan.converter``: every TFLite, tf2onnx, torch.onnx.export, onnx2tf, nobuco, coremltools,
+    litert-torch and ExecuTorch system declares it, as the name of the converter (a string: a method of the same name
+    once hid TFLite's)."""
     assert all(isinstance(cls.converter, str) for cls in ADAPTERS.values())
-    assert {name.split("-")[0] for name in CONVERTED} == {"tflite", "tf2onnx", "torch", "onnx2tf", "nobuco", "coreml"}
-    assert len(CONVERTED) == 8 + 4 + 6 + 4 + 2 + 2 and all(name.startswith("torch-onnx") for name in CONVERTED
+    assert {name.split("-")[0] for name in CONVERTED} == {"tflite", "tf2onnx", "torch", "onnx2tf", "nobuco", "coreml",
+                                                          "litert", "executorch"}
+    assert len(CONVERTED) == 8 + 4 + 6 + 4 + 2 + 2 + 3 + 3 and all(name.startswith("torch-onnx") for name in CONVERTED
                                                        if name[:5] == "torch")
 
 
