@@ -332,3 +332,48 @@ def ncnn(session):
     session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
                 f"--systems={systems('ncnn')}", f"--equivalence-report={(ENVIRONMENTS / 'ncnn').relative_to(ROOT)}",
                 *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# litert-torch (formerly ai-edge-torch: PyTorch to a TFLite flatbuffer, run in LiteRT's interpreter) pins its own
+# stack: 0.10.0, its newest release, installs with Python 3.11 beside the CPU torch 2.13.0 on this machine's disk
+# (`pip install --dry-run litert-torch==0.10.0 torch==2.13.0` resolves with it; it brings ai-edge-litert 2.3.0,
+# litert-converter, jax and transformers). Its systems (frameworks/litert_torch_export.py) run here, their report
+# in docs/environments/litert-torch.
+LITERT_TORCH = "litert-torch==0.10.0"
+
+
+@nox.session(name="litert-torch", python="3.11", default=False)
+def litert_torch(session):
+    """The litert-torch systems, at full depth, in litert-torch's own environment: the report the committed one
+    links."""
+    session.install(TORCH)  # first, so that nothing asks pip for another torch
+    session.install(LITERT_TORCH)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")  # the suite's own, --no-deps
+    session.run("python", "-c", "import litert_torch, ai_edge_litert, torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('litert-torch')}",
+                f"--equivalence-report={(ENVIRONMENTS / 'litert-torch').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})
+
+
+# ExecuTorch (torch.export to an ExecuTorch program, .pte, run by its Python runtime, executorch.runtime): 1.5.1, its
+# newest release, installs with Python 3.11 beside the CPU torch 2.13.0 on this machine's disk (it brings
+# coremltools, torchao and pandas). Its systems (frameworks/executorch_export.py) run here, their report in
+# docs/environments/executorch.
+EXECUTORCH = "executorch==1.5.1"
+
+
+@nox.session(python="3.11", default=False)
+def executorch(session):
+    """The ExecuTorch systems, at full depth, in ExecuTorch's own environment: the report the committed one
+    links."""
+    session.install(TORCH)
+    session.install(EXECUTORCH)
+    session.install("--no-deps", "-e", ".")
+    session.install(*TEST_TOOLS, "click>=8.1", "platformdirs>=3", "ml_dtypes>=0.3")
+    session.run("python", "-c", "import executorch.runtime, torch", silent=True)
+    session.run("pytest", "-n", "auto", "-p", "no:cacheprovider", "--depth=full",
+                f"--systems={systems('executorch')}",
+                f"--equivalence-report={(ENVIRONMENTS / 'executorch').relative_to(ROOT)}",
+                *SUITE, *session.posargs, env={"CI": "true"})

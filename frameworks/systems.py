@@ -14,7 +14,8 @@ from rnn_equivalence.frameworks.base import ADAPTERS, Adapter  # ADAPTERS: name 
 # The adapter modules, in the order their systems are listed. A new framework is one module here.
 MODULES = ("numpy_formulas", "pytorch", "tensorflow_ops", "tf1", "keras_adapters", "flax_cells", "equinox_cells",
            "mlx_layers", "onnx_rnn", "torch_export", "torch_programs", "tf2onnx_export", "tflite_export",
-           "onnx2tf_export", "nobuco_export", "coreml_export", "paddle_cells", "mnn_export", "ncnn_export")
+           "onnx2tf_export", "nobuco_export", "coreml_export", "paddle_cells", "mnn_export", "ncnn_export",
+           "litert_torch_export", "executorch_export")
 for _module in MODULES:
     importlib.import_module(f"{__package__}.{_module}")
 

@@ -95,13 +95,13 @@ def row_structure(row):
 
 def test_the_converted_systems_are_the_converters():
     """The rule follows ``TestPlan.converter``: every TFLite, tf2onnx, torch.onnx.export, onnx2tf, nobuco,
-    coremltools, MNNConvert, pnnx (ncnn), TorchScript and torch.export system declares it, as the name of the
-    converter (a string: a method of the same name once hid TFLite's)."""
+    coremltools, MNNConvert, pnnx (ncnn), TorchScript, torch.export, litert-torch and ExecuTorch system declares it,
+    as the name of the converter (a string: a method of the same name once hid TFLite's)."""
     assert all(isinstance(cls.converter, str) for cls in ADAPTERS.values())
     assert {name.split("-")[0] for name in CONVERTED} == {"tflite", "tf2onnx", "torch", "onnx2tf", "nobuco", "coreml",
-                                                            "mnn", "ncnn", "torchscript"}
-    assert len(CONVERTED) == 8 + 4 + 6 + 4 + 2 + 2 + 3 + 3 + 9 and all(name.startswith(("torch-onnx", "torch-export"))
-                                                               for name in CONVERTED if name[:6] == "torch-")
+                                                            "mnn", "ncnn", "torchscript", "litert", "executorch"}
+    assert len(CONVERTED) == 8 + 4 + 6 + 4 + 2 + 2 + 3 + 3 + 9 + 3 + 3 and all(
+        name.startswith(("torch-onnx", "torch-export")) for name in CONVERTED if name[:6] == "torch-")
 
 
 @pytest.mark.parametrize("name", CONVERTED)
