@@ -41,3 +41,18 @@ def assert_detected(adapter, case, what: str, record, params=None, dtype: str = 
            ratio=comparison.ratio)
     assert comparison.ratio > ORDERS_OF_MAGNITUDE, f"{what} went undetected: {comparison.message()}"
     return comparison
+
+
+def wrong_natives(adapter, native, depth: str) -> list[tuple[str, dict]]:
+    """The system's wrong mappings made in ``native``, by name: its first short of full depth (its structure's, as
+    every converted system runs), every one at full depth; one whose weight the configuration lacks (an option's)
+    left out. None at all is an error, not an empty loop: a test over them could not fail."""
+    names = list(adapter.mutations) if depth == "full" else list(adapter.mutations)[:1]
+    made = []
+    for name in names:
+        try:
+            made.append((name, adapter.mutations[name](native)))
+        except KeyError:  # an option's weight this configuration does not have
+            continue
+    assert made, f"{adapter.name}: none of its wrong mappings {names} applies to its mutation configuration"
+    return made

@@ -20,7 +20,7 @@ import pytest
 
 from rnn_equivalence.frameworks.tflite_float16 import float16_weights, run_with_float16_weights
 from rnn_equivalence.harness.cases import case_of
-from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE
+from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE, wrong_natives
 from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
 from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
 
@@ -80,20 +80,11 @@ def test_a_wrong_mapping_is_caught_with_float16_weights(adapter, depth):
     """The system's first wrong mapping (its structure's: the one every converted system runs short of full depth;
     every one at full depth), converted with float16 weights: beyond ``ORDERS_OF_MAGNITUDE`` times the bound of
     the right weights rounded to float16."""
-    mutations = list(adapter.mutations) if depth == "full" else list(adapter.mutations)[:1]
-    assert mutations, f"{adapter.name} declares no wrong mapping"
     config = adapter.mutation_config
     case = case_of(adapter, 5, 5, 3, 12, 170, config)  # square: the shapes fit, only the values can tell
     native = adapter.to_native(case.stack("float32"), config)
     rounded = adapter.from_native(float16_weights(native), config)
-    ran = 0
-    for mutation in mutations:
-        try:
-            wrong = adapter.mutations[mutation](native)
-        except KeyError:  # an option's weight this configuration does not have
-            continue
-        ran += 1
+    for mutation, wrong in wrong_natives(adapter, native, depth):
         comparison = judged(adapter, case, run(adapter, case, wrong), rounded,
                             f"{adapter.name} with mutation '{mutation}', weights in float16")
         assert comparison.ratio > ORDERS_OF_MAGNITUDE, comparison.message()
-    assert ran, f"{adapter.name}: none of {mutations} applies to its mutation configuration"
