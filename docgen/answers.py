@@ -179,15 +179,18 @@ def unrun_rows(claim: Claim, report: dict) -> list[dict]:
 def check_claim(question: Question, claim: Claim, report: dict) -> None:
     """AnswerContradicted unless the report bears ``claim`` out: a Yes with no difference proved on its
     subject, every pair of it Yes and, for a claim about a kind of run, such runs that all agree
-    (``runs_broken``); a No or an Only if with a difference proved, a pair answered so, or a run broken."""
+    (``runs_broken``); a No or an Only if with a difference proved, a pair answered so, or a run broken; an Only if
+    about rows' records (``Claim.records``), with those records all agreeing: they are the runs under its condition."""
     found = proved(claim.proof, report) if claim.proof else []
     verdicts = {answer_from_report(a, b, report).verdict for a, b in claim.pairs}
     where = f"{question.anchor}: the lead says {claim.verdict}{' for ' + claim.about if claim.about else ''}"
     broken = runs_broken(claim.runs, report) if claim.runs else []
     if claim.runs and not runs_rows(claim.runs, report):
         raise AnswerContradicted(f"{where} about {claim.runs} runs, but the report has none")
-    if claim.records:
-        broken += records_broken(claim.records, report)
+    # The rows' records: for an Only if, the runs made under its condition (the systems' own setting), which must
+    # agree as a Yes's do; the condition itself is proved by a pair answered Only if, or a finding.
+    held = records_broken(claim.records, report) if claim.records else []
+    broken += held
     ran = unrun_rows(claim, report)
     if ran:
         why = "; ".join(u.why for u in claim.unrun)
@@ -206,6 +209,8 @@ def check_claim(question: Question, claim: Claim, report: dict) -> None:
         if broken:
             raise AnswerContradicted(f"{where}, but {'; '.join(broken[:3])}")
     elif claim.verdict in ("No", "Only if"):
+        if claim.verdict == "Only if" and held:
+            raise AnswerContradicted(f"{where} {claim.condition}, but run so {'; '.join(held[:3])}")
         if not found and not broken and claim.verdict not in verdicts and not claim.unrun:
             raise AnswerContradicted(f"{where}, but the report proves no difference on its subject and no pair "
                                      f"of it is answered {claim.verdict}")
@@ -490,6 +495,76 @@ def coreml_figures(report: dict) -> dict:
             "lstm_configs": len(configs), "swap": swaps[0]}
 
 
+def tool_versions(rows: list[dict], tools: tuple[str, ...], where: str) -> str:
+    """The one version of each of ``tools`` (distributions) the rows list, "pnnx 20261020 and ncnn 1.0.20261020":
+    the converter's and runtime's, not those of the frameworks listed beside them (torch, onnx)."""
+    found: dict[str, set[str]] = {}
+    for r in rows:
+        for entry in r["versions"].split(","):
+            name, _, version = entry.strip().partition(" ")
+            if name in tools:
+                found.setdefault(name, set()).add(version)
+    if set(found) != set(tools) or any(len(versions) > 1 for versions in found.values()):
+        raise AnswerContradicted(f"{where}: the lead names one version of each of {', '.join(tools)}, but the rows "
+                                 f"list {found or 'none'}")
+    return _and([f"{name} {found[name].pop()}" for name in tools])
+
+
+def silent_attributes(report: dict) -> tuple[str, list[dict]]:
+    """What the ncnn and MNN lead says MNN computes as another function, from the report's findings of MNN's systems
+    of those kinds (``MNN_SILENT``): each finding's node attribute in the ONNX node's words (``MNN_ATTRIBUTES``),
+    in their order; and the findings of ``layout=1``, which MNN reads as ``layout=0`` (the note's figure). A
+    finding about an attribute the lead has no words for contradicts it, as none at all does."""
+    from docgen.questions import MNN, MNN_ATTRIBUTES, MNN_SILENT
+    from rnn_equivalence.frameworks import ADAPTERS
+
+    found = [n for n in report["non_equivalences"] if n["system"] in MNN and kind_of(n) in MNN_SILENT]
+    where = "ncnn-and-mnn: the lead says MNN computes node attributes as another function"
+    if not found:
+        raise AnswerContradicted(f"{where}, but the report has no such finding of {', '.join(MNN)}")
+    named: dict[str, list[dict]] = {}
+    for n in found:
+        attribute = n["against"].split(" node with ", 1)[-1]
+        prefix = next((p for p in MNN_ATTRIBUTES if attribute.startswith(p)), None)
+        if prefix is None:
+            raise AnswerContradicted(f"{where}, but it has no words for {n['system']}'s finding {n['against']!r}")
+        named.setdefault(prefix, []).append(n)
+    families = "/".join(sorted({ADAPTERS[n["system"]].family.upper() for n in named.get("activations ", [])}))
+    said = [MNN_ATTRIBUTES[p].format(families=families) for p in MNN_ATTRIBUTES if p in named]
+    return _and(said), named.get("layout=1", [])
+
+
+def ncnn_mnn_figures(report: dict) -> dict:
+    """The ncnn and MNN question's figures: each tool's versions and its systems' worst err/bound over the forward
+    pass (``forward_figures``), and what MNN computes as another function (``silent_attributes``). What the lead
+    says of the systems is checked: ncnn's RNN runs tanh alone (relu refused), MNN's nodes are forward or
+    bidirectional, both run, and ``layout=0``."""
+    from docgen.questions import MNN, MNN_TOOLS, NCNN, NCNN_TOOLS
+    from rnn_equivalence.frameworks import ADAPTERS
+
+    where = "ncnn-and-mnn: the lead says"
+    relu = [name for name in NCNN if "relu" in ADAPTERS[name].activations]
+    if relu:
+        raise AnswerContradicted(f"{where} relu is refused, but {', '.join(relu)} runs it")
+    configs = [config for name in MNN for config in ADAPTERS[name].configs]
+    directions = {config.option("direction", "forward") for config in configs}
+    if directions != {"forward", "bidirectional"} or {config.option("layout", 0) for config in configs} != {0}:
+        raise AnswerContradicted(f"{where} MNN's rows are forward and bidirectional layout=0 nodes, but its systems "
+                                 f"run directions {sorted(directions)}")
+    silent, layout = silent_attributes(report)
+    if not layout:
+        raise AnswerContradicted(f"{where} MNN reads a layout=1 node as layout=0, but the report has no such row")
+    worst = max(layout, key=lambda n: n["ratio"])
+    ncnn = [r for r in report["systems"] if r["system"] in NCNN]
+    mnn = [r for r in report["systems"] if r["system"] in MNN]
+    return {"ncnn_versions": tool_versions(ncnn, NCNN_TOOLS, f"{where} ncnn's versions"),
+            "ncnn_worst": forward_figures(NCNN, report)["worst"],
+            "mnn_versions": tool_versions(mnn, MNN_TOOLS, f"{where} MNN's version"),
+            "mnn_worst": forward_figures(MNN, report)["worst"], "silent": silent,
+            "layout": f"err/bound {ratio(worst['ratio'])}: "
+                      f"{_report_link(worst['anchor'], worst.get('page', 'EQUIVALENCE.md'))}"}
+
+
 def noxfile_pins(name: str, path: Path | None = None) -> dict:
     """The distributions a nox session installs, by name, as its tuple ``name`` pins them (``ONNX2TORCH``)."""
     path = path or ROOT / "noxfile.py"
@@ -518,7 +593,7 @@ def onnx2torch_figures(report: dict) -> dict:
 
 FIGURES_OF = {"concat-vs-split": concat_figures, "chunked-and-stateful": chunked_figures,
               "half-precision": half_figures, "paddle": paddle_figures, "coreml": coreml_figures,
-              "onnx2torch": onnx2torch_figures}
+              "onnx2torch": onnx2torch_figures, "ncnn-and-mnn": ncnn_mnn_figures}
 
 
 def figures(question: Question, report: dict) -> dict:

@@ -69,7 +69,8 @@ class Records:
     "gradients", "optimizer". A Yes needs a row of every system, every such record within its bound, no test of
     those records failed, no known upstream issue met and, for the forward pass, every wrong mapping caught and no
     difference proved but those of ``excluding`` (a padding convention); a No, one such record or test that is not
-    (``docgen.answers.records_broken``)."""
+    (``docgen.answers.records_broken``). An Only if needs them as a Yes does: they are the runs made under its
+    condition (the systems' own setting, ``runs_with``), which a pair answered Only if proves."""
 
     systems: tuple[str, ...]
     kinds: tuple[str, ...]
@@ -197,6 +198,27 @@ PROGRAM_PAIRS = (("torch-rnn", "torchscript-trace-rnn"), ("torch-lstm-rnn", "tor
                  ("torch-gru-rnn", "torchscript-script-gru-rnn"), ("torch-lstm-rnn", "torchscript-script-lstm-rnn"),
                  ("torch-lstm-rnn", "torch-export-lstm-rnn"), ("torch-gru-rnn", "torch-export-gru-rnn"))
 MLX_PAIRS = (("torch-lstm", "mlx-lstm"), ("torch-gru", "mlx-gru"), ("torch", "mlx"))
+NCNN = ("ncnn-lstm", "ncnn-gru", "ncnn-rnn")
+NCNN_PAIRS = (("torch-lstm-rnn", "ncnn-lstm"), ("torch-gru-rnn", "ncnn-gru"), ("torch-rnn", "ncnn-rnn"))
+MNN = ("mnn-lstm", "mnn-gru", "mnn-rnn")
+MNN_PAIRS = (("onnx-ort-lstm", "mnn-lstm"), ("onnx-ort-gru", "mnn-gru"), ("onnx-ort", "mnn-rnn"))
+# The distributions whose versions the ncnn and MNN lead names (``docgen.answers.tool_versions``): the tools, not
+# the PyTorch or onnx their rows list beside them.
+NCNN_TOOLS, MNN_TOOLS = ("pnnx", "ncnn"), ("MNN",)
+# What MNN 3.6.1 converts and runs as another function, silently (tests/equivalence/test_mnn.py records each, and
+# the systems refuse each by name): the kinds of its findings. The lead's Yes is for the nodes without them, its
+# "but" names them (``docgen.answers.silent_attributes``); a finding of any other kind contradicts the Yes.
+MNN_SILENT = ("MNN runs a reverse node as another function", "MNN reads layout=1 as layout=0 (MNN#1138's symptom)",
+              "MNN drops sequence_lens", "MNN computes the node with activations default, options none",
+              "MNN computes the node with activations tanh, options none",
+              "MNN runs the reset-before GRU as another function")
+# The node attribute a finding is about (its ``against`` after "node with ", by prefix), in the ONNX node's own
+# words, in the order the lead names them; {families}: the families whose activations MNN ignores (an LSTM's
+# sigmoid, tanh and relu lists it honours).
+MNN_ATTRIBUTES = {"direction=reverse": '`direction="reverse"`', "layout=1": "`layout=1`",
+                  "sequence_lens": "`sequence_lens`", "options gate_clip": "`clip`",
+                  "options coupled_gates": "`input_forget`", "linear_before_reset=0": "`linear_before_reset=0`",
+                  "activations ": "non-default {families} activations"}
 
 
 CONCAT_SNIPPET = '''\
@@ -414,6 +436,33 @@ for got, torch_layer in ((h_lstm, torch_lstm), (h_gru, torch_gru)):
     # float32 rounding of 3 + 5 + 2 terms over 7 steps is below 1e-6 here; a wrong gate order, or b_hn outside
     # r, is off by ~0.1
     np.testing.assert_allclose(np.asarray(got), expected, rtol=0, atol=1e-5)
+'''
+
+NCNN_SNIPPET = '''\
+import tempfile
+
+import numpy as np
+import torch
+import pnnx
+import ncnn
+
+class Model(torch.nn.Module):  # pnnx converts nn.LSTM inside a module: a bare one (or nn.Sequential) fails
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(input_size=3, hidden_size=5)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+model, x, folder = Model().eval(), torch.randn(7, 1, 3), tempfile.mkdtemp()  # batch 1: ncnn has no batch axis
+pnnx.export(model, f"{folder}/model.pt", (x,), fp16=False)  # float32 weights; pnnx's default writes float16
+net = ncnn.Net()  # its defaults store and compute in half where the CPU can: off
+net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = net.opt.use_bf16_storage = False
+assert net.load_param(f"{folder}/model.ncnn.param") == net.load_model(f"{folder}/model.ncnn.bin") == 0
+with net.create_extractor() as extractor:
+    extractor.input("in0", ncnn.Mat(x[:, 0].numpy()).clone())  # the one sequence, (T, I)
+    got = np.array(extractor.extract("out0")[1])
+np.testing.assert_allclose(got, model(x)[:, 0].detach().numpy(), rtol=0, atol=1e-5)  # the defaults: ~1e-4 off
 '''
 
 PROGRAM_SNIPPET = '''\
@@ -763,6 +812,60 @@ QUESTIONS = (
         differences=subject(systems=("nobuco-lstm", "nobuco-gru"), against=("torch.nn.LSTM in float64",
                                                                             "torch.nn.GRU in float64")),
         caveat="nobuco runs in an environment of its own (nox -s nobuco); its rows link to its own report.",
+    ),
+    Question(
+        "ncnn-and-mnn",
+        "Do ncnn (through pnnx) and MNN still compute what PyTorch's / the ONNX node's LSTM, GRU and RNN do?",
+        # ncnn: compare answers Only if (the systems' runs_with: pnnx fp16=0, ncnn's half options off), and the rows,
+        # run so, must all agree (``docgen.answers.check_claim``); MNN: Yes for the nodes its systems run, its
+        # findings of what it computes otherwise kept out and named after the "but" (``silent_attributes``).
+        (Claim("Only if", "{ncnn_versions} compute `nn.LSTM`, `nn.GRU` and `nn.RNN` within float32 rounding (worst "
+                          "err/bound {ncnn_worst}); relu is refused: pnnx writes tanh",
+               condition="pnnx and ncnn stay float32 (`fp16=0`, fp16/bf16 off)",
+               records=Records(NCNN, FORWARD), pairs=NCNN_PAIRS),
+         Claim("Yes", "{mnn_versions} computes forward and bidirectional `layout=0` nodes (worst err/bound "
+                      "{mnn_worst}), but runs {silent} silently as another function",
+               records=Records(MNN, FORWARD, MNN_SILENT), pairs=MNN_PAIRS)),
+        r"\lVert y^{\text{ncnn}}(\mathrm{fl}_{16}(W)) - y^{\text{ref}}(W) \rVert \gg \text{bound}_{\text{float32}}\ "
+        r"\text{(pnnx's default fp16=1: } u = 2^{-11}\text{ against } 2^{-24}\text{)}, \qquad Y^{\text{MNN}}"
+        r"(X,\ \text{layout=1}) = Y^{\text{ref}}(X\ \text{read as } T \times N)",
+        NCNN_PAIRS + MNN_PAIRS,
+        # layout=1's finding is MNN's outputs against the time-major reading, within its bound: not a difference to
+        # list, the note's figure (``silent_attributes``)
+        differences=subject(systems=MNN, kinds=tuple(k for k in MNN_SILENT if "layout=1" not in k)),
+        notes=("**ncnn's threads:** Tencent/ncnn#2562 (a bidirectional LSTM differs from PyTorch), refuted through "
+               "pnnx: the thread's `nn.LSTM(10, 5, batch_first=True, bidirectional=True)` becomes one ncnn `LSTM` "
+               "layer within the float32 bound, and with pnnx's default `fp16=1` beyond it: float16 weights, not the "
+               "layer, make the difference (`test_bidirectional_lstm_2562`). Tencent/ncnn#3665 (a GRU given `h0` "
+               "differs), reproduced as posted: its (1, 60, 464) input and `h0` are one step of a batch of 60 to "
+               "PyTorch, and ncnn, which has no batch axis, runs them as 60 steps of one sequence "
+               "(`test_gru_of_the_threads_shapes_reads_the_batch_as_time_3665`); one sequence given `h0` is within "
+               "the bound (`test_gru_with_h0_of_one_sequence_3665`). "
+               "**MNN's threads:** alibaba/MNN#2500 (a large LSTM differs between ONNX and MNN), refuted with "
+               "{mnn_versions}: the thread's `nn.LSTM(256, 128, 2)` given `(h0, c0)`, exported by "
+               "`torch.onnx.export`, is within the float32 bound over 1 and 32 steps, whether MNNConvert writes its "
+               "`While` loop or, with `--useOriginRNNImpl`, its fused `LSTM` (`test_mnn_2500_large_lstm_refuted`). "
+               "alibaba/MNN#1138 (only the first step's output, `batch_first` ignored), refuted for "
+               "`torch.onnx.export`'s model, a `layout=0` node between transposes: every step, batch first "
+               "(`test_mnn_1138_every_step_batch_first_refuted`); and explained: it is what MNN makes of a "
+               "`layout=1` node, which it reads as time-major, its outputs that reading's ({layout}, "
+               "`test_mnn_reads_a_batch_first_node_as_time_major`).",),
+        snippet=NCNN_SNIPPET, snippet_needs=("torch", "pnnx", "ncnn"),
+        caveat="Neither takes padded batches (ncnn's layers take no lengths, MNN drops `sequence_lens`), and both "
+               "compute in float32 only. The suite's systems refuse by name what the tools compute as another "
+               "function (`test_pnnx_converts_a_relu_rnn_to_tanh_and_the_system_refuses_it`, "
+               "`test_mnn_ignores_what_the_node_says`); MNNConvert itself refuses an LSTM's `P` and HardSigmoid "
+               "(`test_mnnconvert_refuses_loudly`). MNN's rows run nodes with and without biases and initial states. "
+               "ncnn and MNN run in environments of their own (nox -s ncnn, nox -s mnn); their rows link to their "
+               "own reports.",
+        tests=(("tests/equivalence/test_ncnn.py",
+                ("test_bidirectional_lstm_2562", "test_gru_with_h0_of_one_sequence_3665",
+                 "test_gru_of_the_threads_shapes_reads_the_batch_as_time_3665",
+                 "test_pnnx_converts_a_relu_rnn_to_tanh_and_the_system_refuses_it")),
+               ("tests/equivalence/test_mnn.py",
+                ("test_mnn_2500_large_lstm_refuted", "test_mnn_1138_every_step_batch_first_refuted",
+                 "test_mnn_reads_a_batch_first_node_as_time_major", "test_mnn_ignores_what_the_node_says",
+                 "test_mnnconvert_refuses_loudly"))),
     ),
     Question(
         "paddle",

@@ -3,7 +3,9 @@ against the other framework's output, and each ``convert()`` one-liner maps real
 here is a wrong answer on the page (watched red: the GRU snippet without its gate reordering fails its check).
 
 The frameworks a snippet imports are those of suite systems (``SYSTEM_OF``): a run that does not select them
-skips the snippet, a missing framework skips it locally and fails it under CI=true, as the suite's own tests.
+skips the snippet, a missing framework skips it locally and fails it under CI=true, as the suite's own tests. A
+system that lives in an environment of its own (MLX, ncnn: ``Adapter.environment``) is not selected in the main one:
+its snippet is skipped there with a reason naming that environment and how to run the snippet in it.
 Each snippet costs well under a second once its frameworks are imported (their import: the worker's, shared).
 """
 
@@ -16,15 +18,27 @@ import pytest
 
 from docgen.answers import PAGE
 from docgen.questions import QUESTIONS
-from rnn_equivalence.harness.selection import is_ci
+from rnn_equivalence.frameworks import adapter_class
+from rnn_equivalence.harness.selection import ENV_VAR, is_ci
 
-SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split", "mlx": "mlx"}
+SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split", "mlx": "mlx",
+             "pnnx": "ncnn-lstm", "ncnn": "ncnn-lstm"}
 WITH_SNIPPETS = [q for q in QUESTIONS if q.snippet]
 
 
 def require_modules(require_system, modules):
+    systems = ",".join(dict.fromkeys(SYSTEM_OF[module] for module in modules))
     for module in modules:
-        require_system(SYSTEM_OF[module])
+        system = SYSTEM_OF[module]
+        try:
+            require_system(system)
+        except pytest.skip.Exception as skipped:
+            session = adapter_class(system).environment
+            if not session:
+                raise
+            # Not a silent pass: the reason says where the snippet runs (its system's nox session) and how.
+            pytest.skip(f"{skipped.msg}: {module} is {system}'s, which runs in an environment of its own "
+                        f"(nox -s {session}); there: {ENV_VAR}={systems} pytest tests/harness/test_answer_snippets.py")
         try:
             importlib.import_module(module)
         except ImportError as error:

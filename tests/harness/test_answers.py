@@ -695,3 +695,146 @@ def test_compare_prints_the_new_answers_for_their_pairs():
     assert lead_for("torch-lstm-rnn", "paddle-lstm")[0] is PADDLE
     assert lead_for("paddle-cell-gru", "torch-gru")[0] is PADDLE
     assert lead_for("torch-rnn", "coreml-rnn")[0] is COREML_Q
+
+
+# --- ncnn (through pnnx) and MNN (issue 36): the lead's two verdicts are their environments' rows -------------
+
+from docgen.answers import silent_attributes
+from docgen.questions import MNN, MNN_PAIRS, NCNN, NCNN_PAIRS
+from rnn_equivalence.compare import answer_from_report
+from rnn_equivalence.reference.config import LayerConfig
+
+NCNN_MNN = BY_ANCHOR["ncnn-and-mnn"]
+
+
+def worst_forward(rows):
+    return ratio(max(record(r, kind)["worst_ratio"] for r in rows for kind in FORWARD))
+
+
+def test_the_ncnn_and_mnn_lead_is_their_rows():
+    """Only if for ncnn, as compare answers its pairs (the systems' setting: pnnx fp16=0, ncnn's half options off),
+    its rows run so all within their bounds, with their tools' versions and worst err/bound; Yes for MNN's nodes
+    with its rows' figures, and after its "but" the node attributes its findings are about. The figures move with
+    the rows, the attributes with the findings."""
+    ncnn, mnn = rows_of(COMMITTED, NCNN), rows_of(COMMITTED, MNN)
+    assert len(ncnn) == len(mnn) == 3 and {r["verdict"] for r in ncnn + mnn} == {"equivalent"}
+    assert {answer_from_report(a, b, COMMITTED).verdict for a, b in NCNN_PAIRS} == {"Only if"}
+    assert {answer_from_report(a, b, COMMITTED).verdict for a, b in MNN_PAIRS} == {"Yes"}
+    first, lead_ = first_sentence("ncnn-and-mnn"), PAGE_SECTIONS["ncnn-and-mnn"][2]
+    assert first == ("**Only if** pnnx and ncnn stay float32 (`fp16=0`, fp16/bf16 off): pnnx 20261020 and ncnn "
+                     "1.0.20261020 compute `nn.LSTM`, `nn.GRU` and `nn.RNN` within float32 rounding (worst err/bound "
+                     f"{worst_forward(ncnn)}); relu is refused: pnnx writes tanh."), first
+    assert lead_ == (f"{first} **Yes**: MNN 3.6.1 computes forward and bidirectional `layout=0` nodes (worst "
+                     f"err/bound {worst_forward(mnn)}), but runs `direction=\"reverse\"`, `layout=1`, `sequence_lens`, "
+                     "`clip`, `input_forget`, `linear_before_reset=0` and non-default GRU/RNN activations silently as "
+                     "another function."), lead_
+    changed = copy.deepcopy(COMMITTED)
+    rows_of(changed, ("ncnn-gru",))[0]["chunked"]["worst_ratio"] = 0.875
+    rows_of(changed, ("mnn-rnn",))[0]["worst_ratio"] = 0.625
+    # MNN honours reverse nodes and the GRU's activations: their findings gone, the lead no longer names them
+    changed["non_equivalences"] = [n for n in changed["non_equivalences"] if not n["system"].startswith("mnn")
+                                   or not n["against"].endswith("direction=reverse")
+                                   and not (n["system"] == "mnn-gru" and " with activations " in n["against"])]
+    again = lead(NCNN_MNN, changed)
+    assert "within float32 rounding (worst err/bound 0.875)" in again and "(worst err/bound 0.625), but runs" in again
+    assert "`direction=\"reverse\"`" not in again and "non-default RNN activations" in again
+
+
+def ncnn_row(report, system):
+    return rows_of(report, (system,))[0]
+
+
+def an_ncnn_run_beyond_its_bound(report):
+    ncnn_row(report, "ncnn-lstm")["worst_ratio"] = 3.5
+
+
+def ncnn_chunks_beyond_their_bound(report):
+    ncnn_row(report, "ncnn-rnn")["chunked"]["worst_ratio"] = 2.0
+
+
+def an_ncnn_wrong_mapping_passed(report):
+    ncnn_row(report, "ncnn-gru")["mutations_caught"] -= 1
+
+
+def an_ncnn_test_failed(report):  # no comparison recorded: the module and its model disagree
+    ncnn_row(report, "ncnn-gru")["failed_tests"].append(
+        {"test": "tests/equivalence/test_ncnn.py::test_the_ncnn_model_agrees_with_the_pytorch_module[ncnn-gru]",
+         "message": "BoundExceeded"})
+
+
+@pytest.mark.parametrize("broken", [an_ncnn_run_beyond_its_bound, ncnn_chunks_beyond_their_bound,
+                                    an_ncnn_wrong_mapping_passed, an_ncnn_test_failed], ids=lambda f: f.__name__)
+def test_an_ncnn_row_that_disagrees_under_the_condition_stops_the_generator(broken):
+    """The Only if's rows are the runs made under its condition: one that disagrees contradicts it, as a Yes's."""
+    lead(NCNN_MNN, COMMITTED)  # as committed: holds
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match=r"ncnn-and-mnn: the lead says Only if pnnx and ncnn stay float32 "
+                                                 r"\(`fp16=0`, fp16/bf16 off\), but run so "):
+        lead(NCNN_MNN, report)
+
+
+def test_an_ncnn_that_needs_no_setting_or_runs_relu_stops_the_generator(monkeypatch):
+    """The condition is the systems' own setting (``runs_with``), which makes compare answer Only if: without it the
+    pairs are Yes and the Only if stands on nothing. And the lead says relu is refused: an ncnn RNN running it
+    contradicts it."""
+    with monkeypatch.context() as patch:
+        for name in NCNN:
+            patch.setattr(ADAPTERS[name], "runs_with", "")
+        with pytest.raises(AnswerContradicted, match="ncnn-and-mnn: the lead says Only if, but the report proves no "
+                                                     "difference on its subject and no pair of it is answered Only if"):
+            lead(NCNN_MNN, COMMITTED)
+    monkeypatch.setattr(ADAPTERS["ncnn-rnn"], "activations", ("tanh", "relu"))
+    with pytest.raises(AnswerContradicted, match="ncnn-and-mnn: the lead says relu is refused, but ncnn-rnn runs it"):
+        lead(NCNN_MNN, COMMITTED)
+
+
+def mnn_finding(report, against_end):
+    return next(n for n in report["non_equivalences"] if n["system"].startswith("mnn-")
+                and n["against"].endswith(against_end))
+
+
+def an_mnn_run_beyond_its_bound(report):
+    rows_of(report, ("mnn-gru",))[0]["worst_ratio"] = 3.5
+
+
+def an_mnn_finding_of_another_kind(report):  # not among what the "but" names: the Yes would hide it
+    report["non_equivalences"].append({**mnn_finding(report, "direction=reverse"), "system": "mnn-lstm",
+                                       "against": "the ONNX LSTM node with bias",
+                                       "reason": "MNN drops the node's B: outputs differ"})
+
+
+@pytest.mark.parametrize("broken", [an_mnn_run_beyond_its_bound, an_mnn_finding_of_another_kind],
+                         ids=lambda f: f.__name__)
+def test_an_mnn_row_that_disagrees_stops_the_generator(broken):
+    lead(NCNN_MNN, COMMITTED)  # as committed: holds (its findings are of the kinds the "but" names)
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match="ncnn-and-mnn: the lead says Yes, but "):
+        lead(NCNN_MNN, report)
+
+
+def test_what_the_lead_says_mnn_computes_otherwise_is_its_findings(monkeypatch):
+    """Each attribute after the "but" is a finding's; a finding about one the lead has no words for, no layout=1
+    finding (the note's figure), or MNN systems that run a reverse node contradict it."""
+    silent, layout = silent_attributes(COMMITTED)
+    assert silent.startswith('`direction="reverse"`, `layout=1`, ') and {n["system"] for n in layout} == set(MNN)
+    unnamed = copy.deepcopy(COMMITTED)
+    unnamed["non_equivalences"].append({**mnn_finding(unnamed, "sequence_lens"),
+                                        "against": "the ONNX LSTM node with P"})
+    with pytest.raises(AnswerContradicted, match="it has no words for mnn-.*'the ONNX LSTM node with P'"):
+        lead(NCNN_MNN, unnamed)
+    no_layout = copy.deepcopy(COMMITTED)
+    no_layout["non_equivalences"] = [n for n in no_layout["non_equivalences"] if not n["against"].endswith("layout=1")]
+    with pytest.raises(AnswerContradicted, match="MNN reads a layout=1 node as layout=0, but the report has no such"):
+        lead(NCNN_MNN, no_layout)
+    reverse = LayerConfig(1, False, options=(("direction", "reverse"), ("layout", 0)))
+    monkeypatch.setattr(ADAPTERS["mnn-rnn"], "configs", ADAPTERS["mnn-rnn"].configs + (reverse,))
+    with pytest.raises(AnswerContradicted, match="MNN's rows are forward and bidirectional layout=0 nodes, but its "
+                                                 r"systems run directions \['bidirectional', 'forward', 'reverse'\]"):
+        lead(NCNN_MNN, COMMITTED)
+
+
+def test_compare_prints_the_ncnn_and_mnn_answer_for_their_pairs():
+    assert lead_for("torch-gru-rnn", "ncnn-gru")[0] is NCNN_MNN
+    assert lead_for("mnn-lstm", "onnx-ort-lstm")[0] is NCNN_MNN
