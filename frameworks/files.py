@@ -131,6 +131,7 @@ def _safetensors(path: Path) -> dict[str, np.ndarray]:
     except ImportError:
         raise FileRefused(f"{path}: reading .safetensors needs the safetensors package "
                           f"(pip install 'rnn-equivalence[files]')") from None
+    _bfloat16_known()
     try:
         return dict(load_file(str(path)))
     except Exception as error:  # noqa: BLE001 - safetensors raises its own error types for a bad header
@@ -169,8 +170,37 @@ def _torch(path: Path) -> dict[str, np.ndarray]:
     for name, value in loaded.items():
         if not (isinstance(name, str) and isinstance(value, torch.Tensor)):
             raise FileRefused(f"{path}: expected a state_dict of named tensors, got {name!r}: {type(value).__name__}")
-        weights[name] = value.detach().cpu().numpy()
+        weights[name] = _torch_to_numpy(value.detach().cpu())
     return weights
+
+
+def refusal(error: Exception) -> str:
+    """The mapping's error as a file's refusal: a tensor of another dtype (the mapping takes floating point weights
+    only) is said to be unsupported, and why, rather than only what was expected."""
+    if isinstance(error, TypeError) and "got dtype" in str(error):
+        return f"{error}, which is not supported (integer weights: a quantized model, docs/TOLERANCES.md, int8)"
+    return str(error)
+
+
+def _bfloat16_known() -> None:
+    """NumPy reads a bfloat16 tensor (safetensors' BF16) once ml_dtypes has registered the type, where installed."""
+    import importlib
+
+    try:
+        importlib.import_module("ml_dtypes")  # its import registers bfloat16 with NumPy
+    except ImportError:
+        pass
+
+
+def _torch_to_numpy(tensor) -> np.ndarray:
+    """A tensor as NumPy, in its own dtype: bfloat16, which torch's ``numpy()`` refuses, as ml_dtypes' (its bits)."""
+    import torch
+
+    if tensor.dtype == torch.bfloat16:
+        from rnn_equivalence.reference.formats import numpy_dtype
+
+        return tensor.view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
+    return tensor.numpy()
 
 
 def _numpy(path: Path) -> dict[str, np.ndarray]:
@@ -838,8 +868,8 @@ def _read_mlx(location: str, own: dict[str, np.ndarray]) -> Module:
     own = {name: own[name] for name in mapping(system).native_spec(config, 1, 1)}  # MLX's order: Wx, Wh, bias
     try:
         params = read(own, system, config)
-    except ValueError as error:
-        raise FileRefused(f"{where}: {error}") from None
+    except (ValueError, TypeError) as error:  # TypeError: a tensor's dtype
+        raise FileRefused(f"{where}: {refusal(error)}") from None
     first = params.layers[0][0]
     return Module(location, system, mapping(system).family, config, int(first.W_x.shape[1]),
                   int(first.W_h.shape[1]), own, params)
@@ -1015,8 +1045,8 @@ def _read_keras(location: str, directions: list[dict[str, np.ndarray]], implemen
               for d, cell in enumerate(directions) for name, value in cell.items()}
     try:
         params = read(native, system, config)
-    except ValueError as error:
-        raise FileRefused(f"{where}: {error}") from None
+    except (ValueError, TypeError) as error:  # TypeError: a tensor's dtype
+        raise FileRefused(f"{where}: {refusal(error)}") from None
     return Module(location, system, family, config, int(directions[0]["kernel"].shape[0]), int(rk.shape[0]),
                   native, params)
 
@@ -1047,8 +1077,8 @@ def _read_onnx(label: str, roles: dict[str, np.ndarray]) -> Module:
     native = {role: value for role, value in roles.items() if role in ("W", "R", "B")}
     try:
         params = read(native, system, config)
-    except ValueError as error:
-        raise FileRefused(f"{where}: {error}") from None
+    except (ValueError, TypeError) as error:  # TypeError: a tensor's dtype
+        raise FileRefused(f"{where}: {refusal(error)}") from None
     return Module(label, system, family, config, int(W.shape[2]), int(R.shape[2]), native, params)
 
 
@@ -1075,8 +1105,8 @@ def _read_pytorch(location: str, layered: bool, own: dict[str, np.ndarray]) -> M
         system = cell_system
     try:
         params = read(own, system, config)
-    except ValueError as error:
-        raise FileRefused(f"{where}: {error}") from None
+    except (ValueError, TypeError) as error:  # TypeError: a tensor's dtype
+        raise FileRefused(f"{where}: {refusal(error)}") from None
     first = params.layers[0][0]
     return Module(location, system, family, config, first.W_x.shape[1], hidden, own, params)
 
@@ -1108,8 +1138,8 @@ def read_as(weights: dict[str, np.ndarray], system: str, location: str = "") -> 
                 continue
             try:
                 params = read(weights, system, config)
-            except ValueError as error:
-                raise FileRefused(f"{source.cell}: {error}") from None
+            except (ValueError, TypeError) as error:  # TypeError: a tensor's dtype
+                raise FileRefused(f"{source.cell}: {refusal(error)}") from None
             first = params.layers[0][0]
             hidden = first.W_proj.shape[1] if first.W_proj is not None else first.W_h.shape[1]
             family = source.family

@@ -45,6 +45,16 @@ first-order estimate. Against the float64 reference its own float64 bound is add
 A sequence's error compounds through the recurrence as the float bound's does: the bound is honest over
 short sequences and a few layers (err/bound in tests/equivalence/test_quantized_torch.py) and grows loose
 beyond them, as the half-precision bounds do (docs/TOLERANCES.md).
+
+The same machinery bounds a half-format weight file (issue 37, lower precision: ``rnn-equivalence verify`` of a
+float16 or bfloat16 file against its float32 original). ``WeightGrid`` is ``Arithmetic(dtype)`` on weights known
+within a grid S, every tensor of a cell (kernels, biases, peepholes, projection); ``Quantized`` is the grid with
+int8's operand quantization and its float32 roundings on top. A weight rounded to nearest in a half format moves by
+at most half the format's spacing at it, ``rounding_half_steps``: S = 2^e u for |W| in [2^e, 2^(e+1)), so
+S <= u |W| in the normal range (u = 2^-11 float16, 2^-8 bfloat16), half the smallest subnormal below it, 0 at 0;
+no operand is quantized. ``rounded_reference_and_bound`` carries that grid through a run in any arithmetic of
+``reference.tolerance``: float64 (the rounding of the weights alone), a mixed policy (float32 within each op,
+results stored in half) or the format throughout.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from __future__ import annotations
 import numpy as np
 
 from rnn_equivalence.reference.equations import STEPS as EQUATIONS
+from rnn_equivalence.reference.formats import finfo
 from rnn_equivalence.reference.stack import StackParams, drive
 from rnn_equivalence.reference.tolerance import UNIT_ROUNDOFF, Approx, Arithmetic, _affine_terms, exact, gamma
 
@@ -81,40 +92,83 @@ def activation_half_step(range_upper: float, levels: int = ACTIVATION_LEVELS) ->
     return scale / 2 * SLACK
 
 
-class Quantized(Arithmetic):
+class WeightGrid(Arithmetic):
+    """``Arithmetic(dtype)`` on weights known within a grid: the computation multiplies (or adds) each tensor W of
+    the cell as some W~ with |W~ - W| <= S, elementwise. ``grids``: (tensor, S, operand) for each of the cell's
+    float64 tensors (a kernel, a bias, peepholes, a projection), ``operand`` what a kernel multiplies ("x", "h").
+
+    An affine sum's terms are then W~ v~ with |W~ v~ - W v| <= |W| e + S (|v| + e) (exact: W (v~ - v) +
+    (W~ - W) v~), a bias b~ within S_b of b, a peephole term within S_d (|v| + e), and the sum's own rounding
+    (``roundoff``) is of the computed terms' magnitudes, (|W| + S) (|v| + e). ``operand_step`` is where a
+    computation also moves each operand, by at most d (int8 dynamic quantization, ``Quantized``); 0 here."""
+
+    def __init__(self, dtype: str, grids):
+        super().__init__(dtype)
+        self.grids = [(base, np.asarray(S, np.float64), operand) for base, S, operand in grids]
+
+    def grid_of(self, tensor):
+        """The grid of ``tensor``, a block of rows (or entries) of one of the cell's tensors (the equations'
+        ``block``: a view), and what it multiplies; None for a constant the equations add (TF1's forget_bias)."""
+        for base, S, operand in self.grids:
+            if np.shares_memory(tensor, base):
+                row = (tensor.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.strides[0]
+                return S[row:row + tensor.shape[0]], operand
+        return None
+
+    def operand_step(self, operand: str, v: Approx) -> float:
+        return 0.0
+
+    def roundoff(self, n: int, groups: int) -> float:
+        return self.sum_roundoff(n, groups)
+
+    def affine(self, products, biases=(), diagonal=()) -> Approx:
+        n = sum(W.shape[1] for W, _ in products) + len(biases) + len(diagonal)
+        value, _, propagated = _affine_terms(products, biases, diagonal)
+        moved, magnitude = np.zeros_like(value), np.zeros_like(value)
+        for b in biases:
+            S = self._grid_or_exact(b)
+            moved, magnitude = moved + S[:, None], magnitude + (np.abs(b) + S)[:, None]
+        for W, v in products:
+            found = self.grid_of(W)
+            if found is None:
+                raise ValueError("a weight grid's affine sum met a weight that is none of the cell's tensors")
+            S, operand = found
+            d = self.operand_step(operand, v)
+            moved = moved + (np.abs(W) + S).sum(axis=1, keepdims=True) * d + S @ v.magnitude
+            magnitude = magnitude + (np.abs(W) + S) @ (v.magnitude + d)
+        for diagonal_weights, v in diagonal:
+            S = self._grid_or_exact(diagonal_weights)
+            moved = moved + S[:, None] * v.magnitude
+            magnitude = magnitude + (np.abs(diagonal_weights) + S)[:, None] * v.magnitude
+        groups = len(products) + len(biases) + len(diagonal)
+        return Approx(value, propagated + moved + self.roundoff(n, groups) * magnitude)
+
+    def _grid_or_exact(self, tensor):
+        found = self.grid_of(tensor)
+        return np.zeros(np.shape(tensor)) if found is None else found[0]
+
+
+class Quantized(WeightGrid):
     """``Arithmetic("float32")`` whose affine sums multiply int8-quantized weights by dynamically quantized
     operands: one cell (one layer and direction) of a quantized layer. ``weights``: the cell's float64
     W_x and W_h with their half steps (``half_steps``); ``input_range``: a bound of the range of the whole
-    layer input, which the input linear quantizes at once."""
+    layer input, which the input linear quantizes at once. The biases are float, exact."""
 
     def __init__(self, W_x, W_x_half, W_h, W_h_half, input_range: float, levels: int = ACTIVATION_LEVELS):
-        super().__init__("float32")
-        self.weights = ((W_x, W_x_half, "x"), (W_h, W_h_half, "h"))
+        super().__init__("float32", [(W_x, W_x_half, "x"), (W_h, W_h_half, "h")])
         self.input_range, self.levels = input_range, levels
 
-    def _half_step_of(self, W):
-        """The half steps of ``W``, a block of rows of W_x or W_h (the equations' ``block``: a view), and
-        which operand it multiplies."""
-        for base, half, operand in self.weights:
-            if np.shares_memory(W, base):
-                row = (W.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.strides[0]
-                return half[row:row + W.shape[0]], operand
-        raise ValueError("a quantized affine sum met a weight that is neither this cell's W_x nor its W_h")
+    def operand_step(self, operand: str, v: Approx) -> float:
+        """d: the input linear quantizes the whole layer input at once, the recurrent one each step's h."""
+        return activation_half_step(self.input_range if operand == "x" else range_bound(v), self.levels)
+
+    def roundoff(self, n: int, groups: int) -> float:
+        return gamma(max(n, FLOAT32_ROUNDINGS), self.u_sum)
 
     def affine(self, products, biases=(), diagonal=()) -> Approx:
         if len(diagonal):
             raise ValueError("a quantized layer has no peepholes (PyTorch's nn.LSTM has none)")
-        n = sum(W.shape[1] for W, _ in products) + len(biases)
-        value, _, propagated = _affine_terms(products, biases, ())
-        quantization = np.zeros_like(value)
-        magnitude = sum((np.abs(b)[:, None] for b in biases), np.zeros_like(value))
-        for W, v in products:
-            S, operand = self._half_step_of(W)
-            d = activation_half_step(self.input_range if operand == "x" else range_bound(v), self.levels)
-            quantization = quantization + (np.abs(W) + S).sum(axis=1, keepdims=True) * d + S @ v.magnitude
-            magnitude = magnitude + (np.abs(W) + S) @ (v.magnitude + d)
-        rounding = gamma(max(n, FLOAT32_ROUNDINGS), self.u_sum) * magnitude
-        return Approx(value, propagated + quantization + rounding)
+        return super().affine(products, biases, diagonal)
 
 
 def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATION_LEVELS):
@@ -130,16 +184,29 @@ def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATI
         raise ValueError("a quantized layer: PyTorch's dynamically quantized LSTM and GRU, without projection")
     if [(k, d) for k, d, _ in stack.cells()] != [(k, d) for k, d, _ in grid.cells()]:
         raise ValueError("grid: expected the structure of the stack (layers and directions)")
-    halves = {id(p): (g.W_x, g.W_h) for (_, _, p), (_, _, g) in zip(stack.cells(), grid.cells())}
+
+    def arithmetic(p, g, xs: Approx) -> Quantized:
+        return Quantized(p.W_x, np.asarray(g.W_x, np.float64), p.W_h, np.asarray(g.W_h, np.float64),
+                         range_bound(xs), levels)
+
+    return _grid_run(stack, grid, xs, state, arithmetic, ("W_x", "W_h"))
+
+
+def _grid_run(stack, grid, xs, state, arithmetic, names, padding=None):
+    """``stack``'s exact results and their bounds, every cell run on ``arithmetic(p, g, xs)``: the cell's float64
+    parameters ``p``, its grid ``g`` (the tensors ``names`` checked against ``p``'s shapes) and the direction's
+    input, for the whole sequence (an int8 input linear quantizes it at once)."""
+    grids = {id(p): g for (_, _, p), (_, _, g) in zip(stack.cells(), grid.cells())}
 
     def sequence(p, xs: Approx, state) -> dict:
-        W_x_half, W_h_half = halves[id(p)]
-        p = p.astype(np.float64)
-        for name, weight, half in (("W_x", p.W_x, W_x_half), ("W_h", p.W_h, W_h_half)):
-            if np.shape(half) != weight.shape:
-                raise ValueError(f"grid: {name} {np.shape(half)}, expected the shape {weight.shape} of the weights")
-        ar = Quantized(p.W_x, np.asarray(W_x_half, np.float64), p.W_h, np.asarray(W_h_half, np.float64),
-                       range_bound(xs), levels)
+        g = grids[id(p)]
+        p = p.astype(np.float64)  # its own arrays: ``WeightGrid.grid_of`` finds a block by the memory it shares
+        for name in names:
+            weight, half = getattr(p, name), getattr(g, name)
+            if (weight is None) != (half is None) or (weight is not None and np.shape(half) != weight.shape):
+                raise ValueError(f"grid: {name} {None if half is None else np.shape(half)}, expected the shape "
+                                 f"{None if weight is None else weight.shape} of the weights")
+        ar = arithmetic(p, g, xs)
         batch, keys = xs.value.shape[1], ("h", "c") if p.family == "lstm" else ("h",)
         state = {key: (exact(np.zeros((batch, p.state_size(key)))) if state is None or key not in state
                        else state[key]).T for key in keys}
@@ -151,8 +218,60 @@ def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATI
         return {key: Approx.stack(values) for key, values in trace.items()}
 
     state = None if state is None else {key: exact(value) for key, value in state.items()}
-    approx = drive(stack, exact(xs), state, sequence)
+    approx = drive(stack, exact(xs), state, sequence, padding)
     return {k: a.value for k, a in approx.items()}, {k: a.error for k, a in approx.items()}
+
+
+# --- a half-format weight file: the weights rounded to float16 or bfloat16, no activation quantization ----------
+
+WEIGHT_TENSORS = ("W_x", "W_h", "b_x", "b_h", "peepholes", "W_proj")
+
+
+def format_spacing(array, fmt: str) -> np.ndarray:
+    """The spacing of the half format ``fmt`` around each value of ``array`` (float64 values): 2^e eps for |W|
+    in [2^e, 2^(e+1)), the smallest subnormal below the normal range (and at 0)."""
+    info = finfo(fmt)
+    _, exponent = np.frexp(np.abs(np.asarray(array, np.float64)))  # |W| = m 2^exponent, m in [0.5, 1)
+    return np.maximum(np.ldexp(float(info.eps), exponent - 1), float(info.smallest_subnormal))
+
+
+def rounding_half_steps(array, fmt: str, source: str = "float32") -> np.ndarray:
+    """The bound S of |fl(W) - W| for each value W of ``array`` rounded to nearest in the half format ``fmt``:
+    half the format's spacing at W, at most u |W| in the normal range (2^e u against |W| >= 2^e), half the
+    smallest subnormal below it, 0 at 0 (exact). From float64 values (``source``) a rounding may pass through
+    float32 first (ml_dtypes' bfloat16 does; a converter may), which moves W by u_32 |W| more."""
+    array = np.abs(np.asarray(array, np.float64))
+    half = np.where(array == 0, 0.0, format_spacing(array, fmt) / 2)
+    return half + (UNIT_ROUNDOFF["float32"] * array if source == "float64" else 0.0)
+
+
+def rounding_grid(stack, fmt: str):
+    """The grid of ``stack`` rounded to ``fmt`` tensor by tensor (``rounding_half_steps`` of each, from the
+    stack's own dtype): a stack of the same structure holding S where the stack holds W."""
+    def cell(p):
+        source = np.asarray(p.W_x).dtype.name
+        return p.replace(**{name: rounding_half_steps(getattr(p, name), fmt, source)
+                            for name in WEIGHT_TENSORS if getattr(p, name) is not None})
+
+    return StackParams.of(stack).map(cell)
+
+
+def rounded_reference_and_bound(stack, grid, xs, state, dtype: str, padding=None):
+    """The exact results of ``stack`` (float64, ``run_stack``'s keys) and bounds on |a run of weights within
+    ``grid`` of ``stack``'s, computed in ``dtype``, - exact|: a half-format weight file (its weights ``stack``'s
+    rounded, ``rounding_grid``) run in the format ("float16": every operation in half) or under a mixed policy
+    ("mixed_float16": float32 within each operation, results stored in half), on the data ``xs`` and ``state``
+    exactly in the format (round them once: ``formats.round_to``). Every tensor of every cell carries its grid,
+    the biases and peepholes too; nothing else is quantized (``WeightGrid``). Padded batches as ``drive``'s."""
+    stack, grid = StackParams.of(stack), StackParams.of(grid)
+    if [(k, d) for k, d, _ in stack.cells()] != [(k, d) for k, d, _ in grid.cells()]:
+        raise ValueError("grid: expected the structure of the stack (layers and directions)")
+
+    def arithmetic(p, g, xs: Approx) -> WeightGrid:
+        return WeightGrid(dtype, [(getattr(p, name), getattr(g, name), name) for name in WEIGHT_TENSORS
+                                  if getattr(p, name) is not None])
+
+    return _grid_run(stack, grid, xs, state, arithmetic, WEIGHT_TENSORS, padding)
 
 
 def off_grid(stack, dequantized, grid) -> dict:

@@ -21,7 +21,10 @@ system names its weights (Keras's kernel/recurrent_kernel/bias, ONNX's W/R/B, ..
 (``rnn_equivalence.verify``: structure, canonical parameters, the reference's runs against the derived bound,
 and each side's framework run on its own weights), on seeded inputs or the user's (``--inputs``), padded
 (``--lengths``) or masked (``--mask``: any (T, batch) 0/1 mask, holes included, as Keras's masks); a pair
-that differs is diagnosed (``rnn_equivalence.diagnose``: the porting mistakes that explain the difference).
+that differs is diagnosed (``rnn_equivalence.diagnose``: the porting mistakes that explain the difference). A file
+stored in float16 or bfloat16 against its float32 (or float64) original is judged as that original's half model
+(``rnn_equivalence.verify.half_verdict``: its tensors the original's rounded to nearest, its runs within the bound
+of that rounding): "EQUIVALENT IN FLOAT16".
 
 ``convert`` writes the file's recurrent module as another system's weights (``rnn_equivalence.frameworks.convert``),
 in the format OUT's suffix names (``rnn_equivalence.frameworks.files.write_weights``), reads OUT back and verifies it
@@ -136,8 +139,7 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, mask_fi
                                "pairs": [v.as_dict() for v in verdicts]}, indent=2))
     else:
         for v in verdicts:
-            click.echo(_wrapped("", f"{'EQUIVALENT' if v.equivalent else 'NOT EQUIVALENT'}: {v.b} vs {v.a}: "
-                                    f"{v.reason}"))
+            click.echo(_wrapped("", f"{v.headline}: {v.b} vs {v.a}: {v.reason}"))
             for line in v.parameters:
                 click.echo(_wrapped("  parameters: ", line))
             for side, found in v.frameworks.items():
@@ -145,8 +147,8 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, mask_fi
                     f"{key}: {value}" if isinstance(value, str) else
                     f"{key} err/bound {value.ratio:.3g} ({'within' if value.equivalent else 'EXCEEDS'})"
                     for key, value in found.items())))
-            for explanation in v.diagnosis:
-                click.echo(_wrapped("  explained: ", explanation.sentence("A", "B")))
+            for sentence in v.explanations():
+                click.echo(_wrapped("  explained: ", sentence))
             if not v.equivalent and v.runs and not v.diagnosis:
                 click.echo("  no single porting mistake of rnn_equivalence/diagnose.py explains the difference")
         click.echo(f"verdict: {'equivalent' if equivalent else 'not equivalent'} (seed {seed})")
@@ -216,7 +218,7 @@ def convert(file, target, output, location, system, seed, run_frameworks, as_jso
                 click.echo(_wrapped("  ", f"{system} adds forget_bias={forget_bias} to the f gate: the weights "
                                           f"{verb} it hold the f bias without it (folded), so the function "
                                           f"is the same"))
-        click.echo(_wrapped("", f"{'EQUIVALENT' if verdict.equivalent else 'NOT EQUIVALENT'}: {verdict.reason}"))
+        click.echo(_wrapped("", f"{verdict.headline}: {verdict.reason}"))
     sys.exit(0 if verdict.equivalent else 1)
 
 

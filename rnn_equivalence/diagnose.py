@@ -4,7 +4,8 @@
 
 Each mistake is a function of canonical parameters (``rnn_equivalence.reference.params``): applied to ``a``'s, does it
 give ``b``'s function? It is judged as ``rnn_equivalence.verify`` judges a pair: the float64 references of
-mistake(a) and b on the same inputs and initial state, against the float32 bound of a run of each.
+mistake(a) and b on the same inputs and initial state, against the float32 bound of a run of each (a
+half-format b: against the bound of mistake(a)'s weights rounded to its format, ``judges``).
 An explanation says the mistake, its err/bound after the change, and before it ("b is a with the
 LSTM gates i and f exchanged in W_x and W_h (err/bound 0.04 after, 3e+05 before)").
 
@@ -143,13 +144,20 @@ def suspects(a, xs, state, padding=None) -> list[tuple[str, tuple]]:
             for what, change in mistakes(a.params)]
 
 
-def explain(a, b, xs, state, padding=None, suspected=None) -> list[Explanation]:
+def explain(a, b, xs, state, padding=None, suspected=None, judges=None) -> list[Explanation]:
     """The mistakes that, applied to ``a``, give ``b``'s function within the bound, best first.
-    ``suspected``: ``suspects(a, xs, state, padding)``, where already computed."""
-    target = reference_and_bound(b.params, xs, state, "float32", padding=padding)  # b's, once
-    before = compare_references(a.params, target, xs, state, "float32", "before", padding).ratio
+    ``suspected``: ``suspects(a, xs, state, padding)``, where already computed. ``judges``: (of_a, of_b), the
+    (exact, bound) of a stack made from ``a``'s parameters and of ``b``'s, where not a float32 run's each: a
+    half-format ``b`` is judged by the bound of the rounding of a's weights (``rnn_equivalence.verify.half_judges``;
+    ``suspected`` is then not used)."""
+    float32_run = lambda stack: reference_and_bound(stack, xs, state, "float32", padding=padding)  # noqa: E731
+    of_a, of_b = judges or (float32_run, float32_run)
+    target = of_b(b.params)  # b's, once
+    before = compare_references(of_a(a.params), target, xs, state, "float32", "before", padding).ratio
+    if suspected is None or judges is not None:  # ``suspects``' are float32's
+        suspected = [(what, of_a(change(a.params))) for what, change in mistakes(a.params)]
     found = []
-    for what, made in suspects(a, xs, state, padding) if suspected is None else suspected:
+    for what, made in suspected:
         after = compare_references(made, target, xs, state, "float32", what, padding).ratio
         if after <= 1.0:
             found.append(Explanation(what, after, before))

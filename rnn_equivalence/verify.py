@@ -24,8 +24,22 @@ canonical parameters (``rnn_equivalence.reference.params``) whatever the framewo
    the bound where the suite knows the framework's bug (``harness.known_issues``: MLX's float64 sigmoid, in
    float32 accuracy), said with its err/bound and the bug's report.
 
+**A half-format file against its original** (``half_verdict``; issue 37): where one side's tensors are stored in
+float16 or bfloat16 (the file's own dtype, which its mapping keeps) and the other's in float32 or float64, the pair
+is judged as the half model of its original, the data (seeded or the user's) rounded once to the format as a half
+model takes them. Parameters 2 and runs 3 become:
+
+2. each of the half side's tensors is the original's rounded to nearest, at most half the format's spacing off
+   (a port that keeps one bias: b_x + b_h rounded as one sum); else each tensor that is not, by how many spacings;
+3. the runs, against the original's float64 reference, with the bound of the weights so rounded (the weight grid
+   of ``rnn_equivalence.reference.quantized``, S <= u |W|): the float64 reference on the half weights, the whole
+   run (the rounding alone); and each step of a half run, computed in float32 within each op (a mixed policy's
+   arithmetic) and in the format throughout (``rnn_equivalence.reference.precision.run_rounded``), from the run's
+   own state, against the original's step from it (a whole half run's worst case compounds past use; a step's
+   does not). Equivalent in the format when the parameters are rounded to nearest and every run is within.
+
 A module pair that is not equivalent goes to ``rnn_equivalence.diagnose``, which looks for the mistake that
-explains the difference.
+explains the difference (a half pair's: made on the original, judged by the bound of its rounding).
 """
 
 from __future__ import annotations
@@ -37,10 +51,70 @@ import numpy as np
 from rnn_equivalence.reference.comparison import Comparison, compare_outputs, compare_references
 from rnn_equivalence.reference.tolerance import UNIT_ROUNDOFF, pair_bound, reference_and_bound
 from rnn_equivalence.reference.config import LayerConfig
+from rnn_equivalence.reference.formats import HALF_FORMATS, round_to
 from rnn_equivalence.reference.params import random_inputs, random_state
+from rnn_equivalence.reference.quantized import (
+    WEIGHT_TENSORS, format_spacing, rounded_reference_and_bound, rounding_half_steps,
+)
+from rnn_equivalence.reference.stack import DIRECTIONS, StackParams
 
 STEPS, BATCH = 7, 2  # a few steps carry a mistake in W_h into every later state; a batch of two
 DTYPES = ("float32", "float64")
+FLOAT_ORIGINALS = ("float32", "float64")  # what a half file is compared with as its original
+
+
+@dataclass
+class HalfCheck:
+    """One side stored in a half format (``format``), the other (its original) in float32 or float64: whether the
+    half side is the original's weights rounded to nearest in the format, and its runs against the original's
+    function with the bound of that rounding (``half_verdict``)."""
+
+    format: str  # "float16" or "bfloat16"
+    rounded: str  # "A" or "B": the side stored in the format; the other is the original
+    original_dtype: str  # "float32" or "float64"
+    differing: list[str]  # the half side's tensors that are not the original's rounded to nearest, by how much
+    summed: list[str]  # biases rounded as one sum b_x + b_h (a port that keeps one bias), where so
+    runs: dict[str, Comparison]  # by arithmetic (``half_arithmetics``): weights rounded alone, the two ways to run it
+    largest: float  # the largest difference of the half side's whole runs (each way) from the original's function
+
+    @property
+    def original(self) -> str:
+        return "A" if self.rounded == "B" else "B"
+
+    @property
+    def equivalent(self) -> bool:
+        return not self.differing and all(c.equivalent for c in self.runs.values())
+
+    def sentence(self) -> str:
+        """The verdict's reason: the parameters, then the runs."""
+        R, O, fmt = self.rounded, self.original, self.format
+        if self.differing:
+            weights = f"{R} is not {O}'s weights rounded to {fmt} ({len(self.differing)} tensor(s) differ)"
+        else:
+            summed = "; b_x + b_h as one sum" if self.summed else ""
+            weights = f"{R} is {O}'s weights rounded to {fmt} (every tensor{summed})"
+        names = half_arithmetics(fmt)
+        ratios = ", ".join(f"{c.ratio:.3g} ({names[key]})" for key, c in self.runs.items())
+        within = "" if all(c.equivalent for c in self.runs.values()) else ", BEYOND the bound"
+        return (f"{weights}; its runs differ from {O}'s {self.original_dtype} function by at most {self.largest:.3g}"
+                f"{within}, err/bound {ratios}")
+
+    def as_dict(self) -> dict:
+        names = half_arithmetics(self.format)
+        return {"format": self.format, "rounded": self.rounded, "original": self.original,
+                "original_dtype": self.original_dtype, "equivalent": self.equivalent,
+                "rounded_to_nearest": not self.differing, "parameters_differing": self.differing,
+                "biases_summed": self.summed, "max_error": self.largest,
+                "runs": {key: {**c.as_record(), "arithmetic": names[key],
+                               "judged": "whole run" if key == "float64" else "step by step"}
+                         for key, c in self.runs.items()}}
+
+
+def half_arithmetics(fmt: str) -> dict[str, str]:
+    """The arithmetics a half file's runs are judged in, by the names ``reference.tolerance`` gives them: its weights
+    rounded alone (the float64 reference on them, the whole run), and the two ways a half model runs (each step)."""
+    return {"float64": "weights rounded", f"mixed_{fmt}": "computed in float32 within each op, each step",
+            fmt: f"in {fmt} throughout, each step"}
 
 
 @dataclass
@@ -54,11 +128,24 @@ class Verdict:
     diagnosis: list = field(default_factory=list)  # rnn_equivalence.diagnose.Explanation, where not equivalent
     # Each side's framework run: {"A"/"B": {dtype: Comparison} or {"not run": reason}}
     frameworks: dict = field(default_factory=dict)
+    half: HalfCheck | None = None  # one side stored in a half format, the other in float32 or float64
+
+    def explanations(self) -> list[str]:
+        """The diagnosis in words, "B is A with ...": a half pair's mistakes are made on its original."""
+        made_on, made = (self.half.original, self.half.rounded) if self.half else ("A", "B")
+        return [explanation.sentence(made_on, made) for explanation in self.diagnosis]
+
+    @property
+    def headline(self) -> str:
+        """EQUIVALENT or NOT EQUIVALENT, "IN FLOAT16" where the pair was judged as a half file of its original."""
+        word = "EQUIVALENT" if self.equivalent else "NOT EQUIVALENT"
+        return f"{word} IN {self.half.format.upper()}" if self.half else word
 
     def as_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "equivalent": self.equivalent, "reason": self.reason,
                 "parameters_differing": self.parameters,
                 "runs": {dtype: c.as_record() for dtype, c in self.runs.items()},
+                "half": None if self.half is None else self.half.as_dict(),
                 "diagnosis": [e.as_dict() for e in self.diagnosis],
                 "frameworks": {side: {key: value.as_record() if isinstance(value, Comparison) else value
                                       for key, value in runs.items()} for side, runs in self.frameworks.items()}}
@@ -125,6 +212,184 @@ def _bias_sum(cell):
 
 def _dtype(cell) -> str:
     return "float32" if np.asarray(cell.W_x).dtype == np.float32 else "float64"
+
+
+# --- a half-format file against its float original (issue 37, lower precision) ---------------------------------
+
+def stored_dtype(module) -> str:
+    """The dtype ``module``'s tensors are stored in, as its file holds them (its mapping keeps the file's dtype)."""
+    return np.asarray(module.params.layers[0][0].W_x).dtype.name
+
+
+def half_pair(a, b) -> tuple[str, str] | None:
+    """(format, "A" or "B"): the half format one side is stored in, and that side, where the other is float32 or
+    float64; else None (one format on both sides, or two half formats: compared as they are)."""
+    da, db = stored_dtype(a), stored_dtype(b)
+    if db in HALF_FORMATS and da in FLOAT_ORIGINALS:
+        return db, "B"
+    if da in HALF_FORMATS and db in FLOAT_ORIGINALS:
+        return da, "A"
+    return None
+
+
+def rounding_check(original: StackParams, rounded: StackParams, fmt: str):
+    """Whether each tensor of ``rounded`` is ``original``'s rounded to nearest in ``fmt``: (the tensors that are not,
+    named with their largest difference in the format's spacings; the cells whose biases were rounded as one sum;
+    the grid of the bound: ``original``'s structure holding each tensor's allowance |W~ - W| <= S)."""
+    differing, summed, layers = [], [], [[] for _ in original.layers]
+    for (k, d, p), (_, _, q) in zip(original.cells(), rounded.cells()):
+        where = f"layer {k} {DIRECTIONS[d]}"
+        grid, off, as_sum = _cell_rounding(p, q, fmt)
+        differing += [f"{where} {text}" for text in off]
+        summed += [f"{where} b_x + b_h"] if as_sum else []
+        layers[k].append(grid)
+    return differing, summed, StackParams(layers)
+
+
+def _cell_rounding(p, q, fmt: str):
+    """One cell's (grid, what differs, whether its biases were rounded as one sum). The grid is each tensor's
+    rounding allowance (``rounding_half_steps``), whether or not ``q`` keeps to it: the bound of the runs assumes
+    it, and a tensor that does not is named here."""
+    source = np.asarray(p.W_x).dtype.name
+    grid, off = {}, {}
+    for name in WEIGHT_TENSORS:
+        x, y = getattr(p, name), getattr(q, name)
+        if x is not None:
+            grid[name] = rounding_half_steps(x, fmt, source)
+        if (x is None) != (y is None):
+            off[name] = "present in one only"
+        elif x is not None and np.any(np.abs(np.asarray(y, np.float64) - np.asarray(x, np.float64)) > grid[name]):
+            off[name] = _spacings_off(x, y, fmt)
+    summed = _summed_biases(p, q, fmt) if p.has_bias and q.has_bias and {"b_x", "b_h"} & set(off) else None
+    if summed is not None:  # a port that keeps one bias (Keras's LSTM): b_x + b_h, summed, then rounded
+        grid.update(summed)
+        for name in ("b_x", "b_h"):
+            off.pop(name, None)
+    return p.astype(np.float64).replace(**grid), [f"{name}: {text}" for name, text in off.items()], summed is not None
+
+
+def _spacings_off(x, y, fmt: str) -> str:
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    units = float(np.max(np.abs(y - x) / format_spacing(x, fmt)))
+    return (f"{units:.3g} {fmt} spacings off (rounded to nearest: at most 0.5; max |diff| "
+            f"{float(np.max(np.abs(y - x))):.3g})")
+
+
+def _summed_biases(p, q, fmt: str) -> dict | None:
+    """The grid of b_x and b_h where ``q``'s biases are ``p``'s sum rounded (one bias, or the sum moved into one
+    slot): each of q's within half a spacing of what it was rounded from, and the sum first rounded in the original's
+    format, perhaps through float32 (2 u_32 of the terms); all on b_x's grid, and enough to cover q's terms'
+    magnitudes, which the sum's rounding is of. None where the sums differ by more. A GRU's b_hn (reset after:
+    inside r * (.)) is never summed: rounded on its own."""
+    bx, bh, cx, ch = (np.asarray(v, np.float64) for v in (p.b_x, p.b_h, q.b_x, q.b_h))
+    allowed = ((format_spacing(cx, fmt) + format_spacing(ch, fmt)) / 2
+               + 2 * UNIT_ROUNDOFF["float32"] * (np.abs(bx) + np.abs(bh)))
+    apart = np.abs(cx + ch - bx - bh) > allowed
+    grid_x, grid_h = np.maximum(allowed, np.abs(cx) + np.abs(ch) - np.abs(bx) - np.abs(bh)), np.zeros_like(bh)
+    if p.family == "gru" and p.variant == "reset_after":
+        n, source = slice(2 * p.hidden_size, None), np.asarray(p.W_x).dtype.name
+        grid_x[n], grid_h[n] = rounding_half_steps(bx[n], fmt, source), rounding_half_steps(bh[n], fmt, source)
+        apart[n] = (np.abs(cx - bx)[n] > grid_x[n]) | (np.abs(ch - bh)[n] > grid_h[n])
+    return None if np.any(apart) else {"b_x": grid_x, "b_h": grid_h}
+
+
+def half_runs(original, rounded, grid, fmt: str, xs, state, padding=None) -> tuple[dict[str, Comparison], float]:
+    """The half side's runs against the original's function, each with the bound of the weights rounded within
+    ``grid`` (``reference.quantized.rounded_reference_and_bound``), and the largest difference of its whole runs:
+
+    - its float64 reference, the whole run, against the original's: the weights' rounding alone, in float64
+      arithmetic (what the parameters imply for the function);
+    - its runs as a framework computes a half model (``reference.precision.run_rounded``: float32 within each op,
+      results stored in half; every operation in half), each step from the run's own previous state against the
+      original's step from that state (``stepwise``): a whole run's worst case compounds (a bfloat16 bound over
+      7 steps of two bidirectional layers exceeds the outputs' range, some 300 times the error), a step's does not.
+
+    ``xs`` and ``state`` are in the format, as a half model takes them."""
+    from rnn_equivalence.reference.precision import run_rounded
+
+    exact, bound_64 = reference_and_bound(original.params, xs, state, "float64", padding=padding)
+    computed = reference_and_bound(rounded.params, xs, state, "float64", padding=padding)[0]
+    bound = rounded_reference_and_bound(original.params, grid, xs, state, "float64", padding)[1]
+    runs = {"float64": compare_outputs(computed, exact, pair_bound(bound, bound_64),
+                                       f"{name_of(rounded)} vs {name_of(original)}, weights rounded")}
+    largest = _largest_difference(computed, exact)
+    for arithmetic in list(half_arithmetics(fmt))[1:]:
+        runs[arithmetic] = stepwise(original.params, rounded.params, grid, xs, state, arithmetic, padding)
+        run = run_rounded(rounded.params, xs, state, arithmetic, padding=padding)
+        largest = max(largest, _largest_difference(run, exact))
+    return runs, largest
+
+
+def _largest_difference(results: dict, exact: dict) -> float:
+    with np.errstate(invalid="ignore"):  # inf - inf where a half run overflows: nan, said as inf
+        worst = max(float(np.max(np.abs(results[key] - exact[key]), initial=0.0)) for key in exact)
+    return np.inf if np.isnan(worst) else worst
+
+
+def stepwise(original: StackParams, rounded: StackParams, grid, xs, state, arithmetic: str, padding=None):
+    """A run of ``rounded`` computed in ``arithmetic`` (``run_rounded``), each step from its own previous state (and
+    the layer below's computed outputs) against ``original``'s step from the same state, within the bound of one
+    step of weights within ``grid`` of ``original``'s: the worst step's comparison. The data of each step are the
+    run's own, stored in the format, so each step's bound starts from exact numbers and none compounds."""
+    from rnn_equivalence.reference.params import state_keys
+    from rnn_equivalence.reference.precision import run_rounded
+    from rnn_equivalence.reference.stack import drive
+
+    cells = {id(q): (p, g) for (_, _, p), (_, _, q), (_, _, g) in zip(original.cells(), rounded.cells(), grid.cells())}
+    steps = []
+
+    def sequence(q, xs, initial) -> dict:  # ``drive``'s: one direction of one layer, in reading order
+        p, g = cells[id(q)]
+        current = {key: np.zeros((xs.shape[1], q.state_size(key))) if initial is None or key not in initial
+                   else initial[key] for key in state_keys(q.family)}
+        trace = {key: [] for key in current}
+        for t in range(xs.shape[0]):
+            x, now = xs[t:t + 1], {key: value[None] for key, value in current.items()}  # a one-layer stack's
+            step = run_rounded(q, x, now, arithmetic)
+            exact, bound_64 = reference_and_bound(p, x, now, "float64")
+            bound = rounded_reference_and_bound(p, g, x, now, arithmetic)[1]
+            steps.append(compare_outputs(step, exact, pair_bound(bound, bound_64), f"a step in {arithmetic}"))
+            current = {key: step[f"{key}_n"][0] for key in current}
+            for key, value in current.items():
+                trace[key].append(value)
+        return {key: np.stack(values) for key, values in trace.items()}
+
+    drive(rounded, xs, state, sequence, padding)
+    return max(steps, key=lambda c: np.inf if np.isnan(c.ratio) else c.ratio)
+
+
+def half_judges(rounded, fmt: str, xs, state, padding=None):
+    """The diagnosis's judges of a half pair (``rnn_equivalence.diagnose.explain``): a stack made from the
+    original's parameters (a mistake made on them) by the bound of its weights rounded as the half side's are (in
+    float64 arithmetic, the tightest), the half side by its float64 reference."""
+    def of_original(stack):
+        grid = rounding_check(stack, rounded.params, fmt)[2]
+        exact, bound_64 = reference_and_bound(stack, xs, state, "float64", padding=padding)
+        return exact, pair_bound(rounded_reference_and_bound(stack, grid, xs, state, "float64", padding)[1], bound_64)
+
+    return of_original, lambda params: reference_and_bound(params, xs, state, "float64", padding=padding)
+
+
+def in_format(xs, state, fmt: str):
+    """The inputs and state rounded once to ``fmt``, as a half model takes them (the seeded ones are float32
+    values in [-1, 1]); the user's beyond the format's range refused by name."""
+    from rnn_equivalence.frameworks.files import FileRefused
+
+    try:
+        return round_to(xs, fmt), {key: round_to(value, fmt) for key, value in state.items()}
+    except ValueError as error:
+        raise FileRefused(f"--inputs: {error}: a {fmt} model cannot take them") from None
+
+
+def half_verdict(a, b, half: tuple[str, str], xs, state, padding, runs) -> Verdict:
+    """The verdict of a half pair (``half_pair``): the parameters, then the runs (``HalfCheck``)."""
+    fmt, side = half
+    original, rounded = (a, b) if side == "B" else (b, a)
+    xs, state = in_format(xs, state, fmt)
+    differing, summed, grid = rounding_check(original.params, rounded.params, fmt)
+    check = HalfCheck(fmt, side, stored_dtype(original), differing, summed,
+                      *half_runs(original, rounded, grid, fmt, xs, state, padding))
+    return Verdict(name_of(a), name_of(b), check.equivalent, check.sentence(), differing, runs, half=check)
 
 
 def user_inputs(module, xs, lengths=None, mask=None):
@@ -291,7 +556,23 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
         state = {key: np.zeros_like(value) for key, value in inputs_for(a, seed, 1, xs.shape[1])[1].items()}
     runs = {dtype: compare_references(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}", padding)
             for dtype in DTYPES}
-    parameters = parameter_differences(a, b)
+    half = half_pair(a, b)
+    verdict = float_verdict(a, b, runs) if half is None else half_verdict(a, b, half, xs, state, padding, runs)
+    equivalent = verdict.equivalent  # the weights' function; the frameworks' runs below may add to it
+    if run_frameworks:
+        verdict.frameworks = {"A": framework_run(a, xs, state, padding), "B": framework_run(b, xs, state, padding)}
+        exceeded = [f"{side} in {dtype} (err/bound {c.ratio:.3g})" for side, found in verdict.frameworks.items()
+                    for dtype, c in found.items() if isinstance(c, Comparison) and not c.equivalent]
+        if exceeded:
+            verdict.equivalent = False
+            verdict.reason += "; the framework's own run exceeds its bound: " + ", ".join(exceeded)
+    if not equivalent and diagnose:
+        verdict.diagnosis = diagnosis(a, b, verdict.half, xs, state, padding, suspected)
+    return verdict
+
+
+def float_verdict(a, b, runs) -> Verdict:
+    """The verdict of two modules in one format (or each in float32 or float64): float32's runs decide."""
     equivalent = runs["float32"].equivalent
     r32, r64 = runs["float32"].ratio, runs["float64"].ratio
     if not equivalent:
@@ -301,16 +582,16 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
     else:  # e.g. two biases summed into one in float32: a rounding float32 cannot see and float64 can
         reason = (f"float32 runs within the bound (err/bound {r32:.3g}); float64 runs would be {r64:.3g} bounds "
                   f"apart: the weights differ by float32 roundings (a summed bias)")
-    verdict = Verdict(a_name, b_name, equivalent, reason, parameters, runs)
-    if run_frameworks:
-        verdict.frameworks = {"A": framework_run(a, xs, state, padding), "B": framework_run(b, xs, state, padding)}
-        exceeded = [f"{side} in {dtype} (err/bound {c.ratio:.3g})" for side, found in verdict.frameworks.items()
-                    for dtype, c in found.items() if isinstance(c, Comparison) and not c.equivalent]
-        if exceeded:
-            verdict.equivalent = False
-            verdict.reason += "; the framework's own run exceeds its bound: " + ", ".join(exceeded)
-    if not equivalent and diagnose:
-        from rnn_equivalence.diagnose import explain
+    return Verdict(name_of(a), name_of(b), equivalent, reason, parameter_differences(a, b), runs)
 
-        verdict.diagnosis = explain(a, b, xs, state, padding, suspected)
-    return verdict
+
+def diagnosis(a, b, half: HalfCheck | None, xs, state, padding=None, suspected=None) -> list:
+    """The porting mistakes that explain the difference (``rnn_equivalence.diagnose``). A half pair: the mistakes
+    made on the original, then rounded as the half side is, judged by the bound of that rounding."""
+    from rnn_equivalence.diagnose import explain
+
+    if half is None:
+        return explain(a, b, xs, state, padding, suspected)
+    original, rounded = (a, b) if half.rounded == "B" else (b, a)
+    xs, state = in_format(xs, state, half.format)
+    return explain(original, rounded, xs, state, padding, judges=half_judges(rounded, half.format, xs, state, padding))
