@@ -303,9 +303,9 @@ def concat_figures(report: dict) -> dict:
 def carried_by(name: str) -> str:
     """How a system's chunked runs hand the state on (``docgen.questions.CARRIES``): "converted", a converter's
     model (the modules ``rnn_equivalence.frameworks.*_export``: torch.onnx.export, tf2onnx, TFLite, onnx2tf,
-    nobuco, coremltools, MNNConvert), the state an input and an output of its graph; "layer", a Keras layer, run with
-    ``stateful=True`` too (among its chunked configurations); "caller", a framework's own layer or node, its
-    returned state the next call's initial state."""
+    nobuco, coremltools, MNNConvert, litert-torch, ExecuTorch), the state an input and an output of its graph;
+    "layer", a Keras layer, run with ``stateful=True`` too (among its chunked configurations); "caller", a
+    framework's own layer or node, its returned state the next call's initial state."""
     from rnn_equivalence.frameworks import ADAPTERS
 
     cls = ADAPTERS[name]
@@ -565,6 +565,72 @@ def ncnn_mnn_figures(report: dict) -> dict:
                       f"{_report_link(worst['anchor'], worst.get('page', 'EQUIVALENCE.md'))}"}
 
 
+def unrolled_figures(anchor: str, names: tuple[str, ...], report: dict) -> dict:
+    """The figures of a question about converted PyTorch layers whose every step is unrolled (litert-torch,
+    ExecuTorch: ``torch.export``'s decomposition): its systems' forward pass (``forward_figures``), each family's
+    worst err/bound and the chunked runs. What such a lead says of the models is checked against the systems and
+    rows: none declares a recurrent op (their tests hold every model to ``operators``), none takes padded batches,
+    each runs stacked and bidirectional layers, the LSTM a projection, and every row has chunked runs."""
+    from rnn_equivalence.frameworks import ADAPTERS
+
+    values = forward_figures(names, report)
+    rows = [r for r in report["systems"] if r["system"] in names]
+    systems = [ADAPTERS[name] for name in names]
+    where = f"{anchor}: the lead says"
+    fused = [f"{cls.name} ({', '.join(sorted(cls.operators))})" for cls in systems if cls.operators]
+    if fused:
+        raise AnswerContradicted(f"{where} every step is unrolled, but {', '.join(fused)} declares recurrent ops")
+    padded = ([cls.name for cls in systems if cls.padded_configs]
+              + [f"{r['system']} {r['dtype']}" for r in rows if r["padded"]["cases"]])
+    if padded:
+        raise AnswerContradicted(f"{where} packed sequences are refused (no padded batches), but "
+                                 f"{', '.join(padded)} runs them")
+    flat = [cls.name for cls in systems if not any(config.num_layers > 1 for config in cls.configs)
+            or not any(config.bidirectional for config in cls.configs)]
+    lstm = [cls.name for cls in systems if cls.family == "lstm" and "projection" in cls.options]
+    if flat or not lstm:
+        raise AnswerContradicted(f"{where} stacked and bidirectional layers and an LSTM's `proj_size`, but "
+                                 f"{', '.join(flat) or 'no LSTM system runs a projection'}")
+    unchunked = [f"{r['system']} {r['dtype']}" for r in rows if not r["chunked"]["cases"]]
+    if unchunked:
+        raise AnswerContradicted(f"{where} chunked runs are included, but {', '.join(unchunked)} has none")
+    by_family = _and([f"{forward_figures((cls.name,), report)['worst']} for the {cls.family.upper()}"
+                      for cls in systems])
+    chunked = (f"{sum(r['chunked']['cases'] for r in rows)} chunked runs up to "
+               f"{ratio(max(r['chunked']['worst_ratio'] for r in rows))}")
+    return {**values, "by_family": by_family, "chunked": chunked}
+
+
+def per_step(ops: dict) -> str:
+    """The ops one unrolled step holds, by count: "3 `LOGISTIC` and 2 `TANH`"."""
+    return " and ".join(f"{n} `{op}`" for op, n in ops.items())
+
+
+def litert_figures(report: dict) -> dict:
+    """The litert-torch question's figures (``unrolled_figures``), and the nonlinearities one step holds once
+    unrolled (the module's ``STEP_OPS``, which its tests count)."""
+    from docgen.questions import LITERT
+    from rnn_equivalence.frameworks.litert_torch_export import STEP_OPS
+
+    logistic = STEP_OPS["lstm"]["LOGISTIC"] * 2 * 2  # per step of the note's two-layer bidirectional LSTM
+    return {**unrolled_figures("litert-torch", LITERT, report), "lstm_short": 2 * logistic,
+            "lstm_long": 12 * logistic,
+            "step_ops": f"an LSTM's {per_step(STEP_OPS['lstm'])}, a GRU's {per_step(STEP_OPS['gru'])}, a tanh "
+                        f"RNN's {per_step(STEP_OPS['rnn']['tanh'])}; a relu RNN's relu is fused into its "
+                        "`FULLY_CONNECTED`"}
+
+
+def executorch_figures(report: dict) -> dict:
+    """The ExecuTorch question's figures (``unrolled_figures``), and the nonlinearities one step calls once unrolled
+    (the module's ``STEP_CALLS``, which its tests count)."""
+    from docgen.questions import EXECUTORCH
+    from rnn_equivalence.frameworks.executorch_export import STEP_CALLS
+
+    return {**unrolled_figures("executorch", EXECUTORCH, report),
+            "step_calls": f"an LSTM's {per_step(STEP_CALLS['lstm'])}, a GRU's {per_step(STEP_CALLS['gru'])}, an "
+                          f"RNN's {' or '.join(per_step(calls) for calls in STEP_CALLS['rnn'].values())}"}
+
+
 def noxfile_pins(name: str, path: Path | None = None) -> dict:
     """The distributions a nox session installs, by name, as its tuple ``name`` pins them (``ONNX2TORCH``)."""
     path = path or ROOT / "noxfile.py"
@@ -593,7 +659,8 @@ def onnx2torch_figures(report: dict) -> dict:
 
 FIGURES_OF = {"concat-vs-split": concat_figures, "chunked-and-stateful": chunked_figures,
               "half-precision": half_figures, "paddle": paddle_figures, "coreml": coreml_figures,
-              "onnx2torch": onnx2torch_figures, "ncnn-and-mnn": ncnn_mnn_figures}
+              "onnx2torch": onnx2torch_figures, "ncnn-and-mnn": ncnn_mnn_figures, "litert-torch": litert_figures,
+              "executorch": executorch_figures}
 
 
 def figures(question: Question, report: dict) -> dict:

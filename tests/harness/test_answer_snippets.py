@@ -4,9 +4,11 @@ here is a wrong answer on the page (watched red: the GRU snippet without its gat
 
 The frameworks a snippet imports are those of suite systems (``SYSTEM_OF``): a run that does not select them
 skips the snippet, a missing framework skips it locally and fails it under CI=true, as the suite's own tests. A
-system that lives in an environment of its own (MLX, ncnn: ``Adapter.environment``) is not selected in the main one:
-its snippet is skipped there with a reason naming that environment and how to run the snippet in it.
-Each snippet costs well under a second once its frameworks are imported (their import: the worker's, shared).
+system that lives in an environment of its own (MLX, ncnn, litert-torch, ExecuTorch: ``Adapter.environment``) is not
+selected in the main one: its snippet is skipped there with a reason naming that environment and how to run the
+snippet in it.
+Each snippet costs well under a second once its frameworks are imported (their import: the worker's, shared), but
+litert-torch's and ExecuTorch's, which convert a model (some 5 s).
 """
 
 import importlib
@@ -22,7 +24,8 @@ from rnn_equivalence.frameworks import adapter_class
 from rnn_equivalence.harness.selection import ENV_VAR, is_ci
 
 SYSTEM_OF = {"torch": "torch", "keras": "keras-tf", "tf_keras": "tf-keras", "numpy": "numpy-split", "mlx": "mlx",
-             "pnnx": "ncnn-lstm", "ncnn": "ncnn-lstm"}
+             "pnnx": "ncnn-lstm", "ncnn": "ncnn-lstm", "litert_torch": "litert-torch-lstm",
+             "ai_edge_litert": "litert-torch-lstm", "executorch": "executorch-gru"}
 WITH_SNIPPETS = [q for q in QUESTIONS if q.snippet]
 
 

@@ -335,7 +335,8 @@ def test_a_lead_about_chunked_runs_needs_them_and_each_way_of_carrying_named():
 
 def test_each_system_run_in_chunks_carries_its_state_one_named_way():
     carried = {name: carried_by(name) for name in {r["system"] for r in runs_rows("chunked", COMMITTED)}}
-    converters = ("tflite-", "tf2onnx-", "torch-onnx-", "onnx2tf-", "nobuco-", "coreml-", "mnn-", "ncnn-")
+    converters = ("tflite-", "tf2onnx-", "torch-onnx-", "onnx2tf-", "nobuco-", "coreml-", "mnn-", "ncnn-",
+                  "litert-torch-", "executorch-")
     assert {n for n, how in carried.items() if how == "converted"} == {n for n in carried if n.startswith(converters)}
     assert {n for n, how in carried.items() if how == "layer"} == {n for n in carried
                                                                    if n.startswith(("keras-", "tf-keras-"))}
@@ -838,3 +839,221 @@ def test_what_the_lead_says_mnn_computes_otherwise_is_its_findings(monkeypatch):
 def test_compare_prints_the_ncnn_and_mnn_answer_for_their_pairs():
     assert lead_for("torch-gru-rnn", "ncnn-gru")[0] is NCNN_MNN
     assert lead_for("mnn-lstm", "onnx-ort-lstm")[0] is NCNN_MNN
+
+
+# --- litert-torch (issue 36): the lead is its environment's rows, what it says of the models the systems' -------------
+
+from docgen.questions import LITERT, LITERT_PAIRS
+
+LITERT_Q = BY_ANCHOR["litert-torch"]
+
+
+def litert_row(report, system="litert-torch-lstm"):
+    return rows_of(report, (system,))[0]
+
+
+def test_the_litert_torch_lead_is_its_rows():
+    """Yes, as compare answers its pairs, with the rows' versions, cases (whole sequences and chunked runs) and worst
+    err/bound; the note's figures (each family's worst, the chunked runs, the wrong mappings caught) are the rows'
+    too. Change a row within its bound and the lead and the note change with it."""
+    rows = rows_of(COMMITTED, LITERT)
+    assert len(rows) == 3 and {(r["verdict"], r["dtype"]) for r in rows} == {("equivalent", "float32")}
+    assert {r["versions"] for r in rows} == {"litert-torch 0.10.0, torch 2.13.0+cpu, ai-edge-litert 2.3.0"}
+    assert {answer_from_report(a, b, COMMITTED).verdict for a, b in LITERT_PAIRS} == {"Yes"}
+    first = PAGE_SECTIONS["litert-torch"][2]
+    assert first == ("**Yes**: litert-torch 0.10.0 (torch 2.13.0+cpu, ai-edge-litert 2.3.0) converts `nn.LSTM` "
+                     "(`proj_size` included), `nn.GRU` and `nn.RNN`, stacked and bidirectional, into models that agree "
+                     f"within float32 rounding {forward_said(rows)}, chunked runs included: every step unrolled (no "
+                     "fused op, no `WHILE`), for one batch size and length; packed sequences are refused."), first
+    section = "\n".join(PAGE_SECTIONS["litert-torch"])
+    assert (f"worst err/bound {worst_forward([litert_row(COMMITTED)])} for the LSTM, "
+            f"{worst_forward([litert_row(COMMITTED, 'litert-torch-gru')])} for the GRU and "
+            f"{worst_forward([litert_row(COMMITTED, 'litert-torch-rnn')])} for the RNN, "
+            f"{sum(r['chunked']['cases'] for r in rows)} chunked runs up to "
+            f"{ratio(max(r['chunked']['worst_ratio'] for r in rows))}; {sum(r['mutations_caught'] for r in rows)} of "
+            f"{sum(r['mutations'] for r in rows)} wrong mappings caught.") in section
+    changed = copy.deepcopy(COMMITTED)
+    litert_row(changed, "litert-torch-gru")["chunked"]["worst_ratio"] = 0.875
+    litert_row(changed, "litert-torch-rnn")["cases"] += 1000
+    again = lead(LITERT_Q, changed)
+    cases = sum(record(r, kind)["cases"] for r in rows for kind in FORWARD) + 1000
+    assert f"({cases} cases, worst err/bound 0.875)" in again, again
+    assert "0.875 for the GRU" in "\n".join(question_section(LITERT_Q, changed))
+
+
+def a_litert_run_beyond_its_bound(report):
+    litert_row(report)["worst_ratio"] = 3.5
+
+
+def litert_chunks_beyond_their_bound(report):
+    litert_row(report, "litert-torch-rnn")["chunked"]["worst_ratio"] = 2.0
+
+
+def a_litert_wrong_mapping_passed(report):
+    litert_row(report, "litert-torch-gru")["mutations_caught"] -= 1
+
+
+def the_unrolling_test_failed(report):  # a release that emits a fused op or a loop: no comparison recorded
+    litert_row(report)["failed_tests"].append(
+        {"test": "tests/equivalence/test_litert_torch.py::test_litert_torch_unrolls_every_step[litert-torch-lstm]",
+         "message": "AssertionError: ({'UNIDIRECTIONAL_SEQUENCE_LSTM'}, ...)"})
+
+
+def a_litert_difference_proved(report):
+    report["non_equivalences"].append({"anchor": "x", "system": "litert-torch-gru", "max_difference": 0.5,
+                                       "against": "torch.nn.GRU in float64", "ratio": 1e5,
+                                       "reason": "litert-torch-gru computes the reset gate before: outputs differ"})
+
+
+def no_rnn_row(report):
+    report["systems"] = [r for r in report["systems"] if r["system"] != "litert-torch-rnn"]
+
+
+@pytest.mark.parametrize("broken", [a_litert_run_beyond_its_bound, litert_chunks_beyond_their_bound,
+                                    a_litert_wrong_mapping_passed, the_unrolling_test_failed,
+                                    a_litert_difference_proved, no_rnn_row], ids=lambda f: f.__name__)
+def test_a_litert_torch_row_that_disagrees_stops_the_generator(broken):
+    lead(LITERT_Q, COMMITTED)  # as committed: holds
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match="litert-torch: the lead says Yes, but "):
+        lead(LITERT_Q, report)
+
+
+def test_what_the_litert_torch_lead_says_of_the_models_is_the_systems(monkeypatch):
+    """Unrolled (no system declares a recurrent op, which its tests hold every model to), no padded batches (no
+    padded configuration, no padded row), stacked and bidirectional layers and a projection, chunked runs in every
+    row: a system or row that says otherwise contradicts the lead."""
+    unchunked = copy.deepcopy(COMMITTED)
+    litert_row(unchunked, "litert-torch-gru")["chunked"] = {"cases": 0, "max_error": 0.0, "worst_ratio": 0.0}
+    with pytest.raises(AnswerContradicted, match="chunked runs are included, but litert-torch-gru float32 has none"):
+        lead(LITERT_Q, unchunked)
+    padded = copy.deepcopy(COMMITTED)
+    litert_row(padded)["padded"] = {"cases": 4, "max_error": 1e-7, "worst_ratio": 0.1}
+    with pytest.raises(AnswerContradicted, match="packed sequences are refused .*, but litert-torch-lstm float32 "):
+        lead(LITERT_Q, padded)
+    lstm = ADAPTERS["litert-torch-lstm"]
+    with monkeypatch.context() as patch:
+        patch.setattr(lstm, "operators", frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM"}))
+        with pytest.raises(AnswerContradicted, match="every step is unrolled, but litert-torch-lstm "
+                                                     r"\(UNIDIRECTIONAL_SEQUENCE_LSTM\) declares"):
+            lead(LITERT_Q, COMMITTED)
+    with monkeypatch.context() as patch:
+        patch.setattr(lstm, "padded_configs", lstm.configs[:1])
+        with pytest.raises(AnswerContradicted, match="packed sequences are refused .*, but litert-torch-lstm runs"):
+            lead(LITERT_Q, COMMITTED)
+    with monkeypatch.context() as patch:
+        patch.setattr(lstm, "options", ("",))
+        with pytest.raises(AnswerContradicted, match="no LSTM system runs a projection"):
+            lead(LITERT_Q, COMMITTED)
+    monkeypatch.setattr(ADAPTERS["litert-torch-gru"], "configs", (LayerConfig(1, False),))
+    with pytest.raises(AnswerContradicted, match="stacked and bidirectional layers .*, but litert-torch-gru"):
+        lead(LITERT_Q, COMMITTED)
+
+
+def test_compare_prints_the_litert_torch_answer_for_its_pairs():
+    assert lead_for("torch-gru-rnn", "litert-torch-gru")[0] is LITERT_Q
+    assert lead_for("litert-torch-rnn", "torch-rnn")[0] is LITERT_Q
+
+
+# --- ExecuTorch (issue 36): a question of its own, its lead the executorch environment's rows ---------------------
+
+from docgen.answers import versions_said
+from docgen.questions import EXECUTORCH, EXECUTORCH_PAIRS
+
+EXECUTORCH_Q = BY_ANCHOR["executorch"]
+
+
+def executorch_row(report, system="executorch-lstm"):
+    return rows_of(report, (system,))[0]
+
+
+def test_the_executorch_lead_is_its_rows():
+    """Yes, as compare answers its pairs, with the rows' versions, cases and worst err/bound; the note's figures are
+    the rows' too, and move with them. It is a question of its own: as a second verdict of the TorchScript and
+    torch.export lead, the lead would pass the page's length."""
+    rows = rows_of(COMMITTED, EXECUTORCH)
+    assert len(rows) == 3 and {r["dtype"] for r in rows} == {"float32"}
+    assert {answer_from_report(a, b, COMMITTED).verdict for a, b in EXECUTORCH_PAIRS} == {"Yes"}
+    versions = versions_said(rows)
+    assert versions.startswith("executorch 1.5.1 (torch 2.13.0"), versions
+    first = PAGE_SECTIONS["executorch"][2]
+    assert first == (f"**Yes**: {versions} lowers `nn.LSTM` (`proj_size` included), `nn.GRU` and `nn.RNN`, stacked "
+                     "and bidirectional, to programs that agree within float32 rounding "
+                     f"{forward_said(rows)}, chunked runs included: every step unrolled into kernel calls, for one "
+                     "batch size and length; a dynamic length and packed sequences are refused."), first
+    together = PAGE_SECTIONS["torchscript-and-torch-export"][2] + " " + first
+    assert words(together) > LEAD_WORDS
+    section = "\n".join(PAGE_SECTIONS["executorch"])
+    assert (f"Worst err/bound {worst_forward([executorch_row(COMMITTED)])} for the LSTM, "
+            f"{worst_forward([executorch_row(COMMITTED, 'executorch-gru')])} for the GRU and "
+            f"{worst_forward([executorch_row(COMMITTED, 'executorch-rnn')])} for the RNN, "
+            f"{sum(r['chunked']['cases'] for r in rows)} chunked runs up to "
+            f"{ratio(max(r['chunked']['worst_ratio'] for r in rows))}; {sum(r['mutations_caught'] for r in rows)} of "
+            f"{sum(r['mutations'] for r in rows)} wrong mappings caught.") in section
+    changed = copy.deepcopy(COMMITTED)
+    executorch_row(changed, "executorch-gru")["worst_ratio"] = 0.875
+    executorch_row(changed, "executorch-lstm")["chunked"]["cases"] += 1000
+    again = lead(EXECUTORCH_Q, changed)
+    cases = sum(record(r, kind)["cases"] for r in rows for kind in FORWARD) + 1000
+    assert f"({cases} cases, worst err/bound 0.875)" in again, again
+    assert "0.875 for the GRU" in "\n".join(question_section(EXECUTORCH_Q, changed))
+
+
+def an_executorch_run_beyond_its_bound(report):
+    executorch_row(report, "executorch-rnn")["worst_ratio"] = 3.5
+
+
+def executorch_chunks_beyond_their_bound(report):
+    executorch_row(report)["chunked"]["worst_ratio"] = 2.0
+
+
+def an_executorch_wrong_mapping_passed(report):
+    executorch_row(report, "executorch-gru")["mutations_caught"] -= 1
+
+
+def the_10104_test_failed(report):  # a release that quantizes the GRU: the answer's word on #10104 no longer holds
+    executorch_row(report, "executorch-gru")["failed_tests"].append(
+        {"test": "tests/equivalence/test_executorch.py::test_executorch_10104_a_gru_under_static_quantization_stays_"
+                 "float[executorch-gru]", "message": "AssertionError: ['quantized_decomposed.quantize_per_tensor']"})
+
+
+def no_executorch_gru_row(report):
+    report["systems"] = [r for r in report["systems"] if r["system"] != "executorch-gru"]
+
+
+@pytest.mark.parametrize("broken", [an_executorch_run_beyond_its_bound, executorch_chunks_beyond_their_bound,
+                                    an_executorch_wrong_mapping_passed, the_10104_test_failed, no_executorch_gru_row],
+                         ids=lambda f: f.__name__)
+def test_an_executorch_row_that_disagrees_stops_the_generator(broken):
+    lead(EXECUTORCH_Q, COMMITTED)  # as committed: holds
+    report = copy.deepcopy(COMMITTED)
+    broken(report)
+    with pytest.raises(AnswerContradicted, match="executorch: the lead says Yes, but "):
+        lead(EXECUTORCH_Q, report)
+
+
+def test_what_the_executorch_lead_says_of_the_programs_is_the_systems(monkeypatch):
+    """Unrolled (no recurrent operator declared), no padded batches, chunked runs in every row; and the cited
+    threads' tests must not have failed (#8468's, the dynamic length the lead says is refused)."""
+    monkeypatch.setattr(ADAPTERS["executorch-gru"], "operators", frozenset({"aten::gru"}))
+    with pytest.raises(AnswerContradicted, match=r"executorch: the lead says every step is unrolled, but "
+                                                 r"executorch-gru \(aten::gru\) declares"):
+        lead(EXECUTORCH_Q, COMMITTED)
+    monkeypatch.undo()
+    unchunked = copy.deepcopy(COMMITTED)
+    executorch_row(unchunked, "executorch-rnn")["chunked"] = {"cases": 0, "max_error": 0.0, "worst_ratio": 0.0}
+    with pytest.raises(AnswerContradicted, match="chunked runs are included, but executorch-rnn float32 has none"):
+        lead(EXECUTORCH_Q, unchunked)
+    dynamic = copy.deepcopy(COMMITTED)  # a release that exports a dynamic length: its test fails
+    executorch_row(dynamic, "executorch-rnn")["failed_tests"].append(
+        {"test": "tests/equivalence/test_executorch.py::test_executorch_8468_a_dynamic_sequence_length_is_refused"
+                 "[executorch-rnn]", "message": "Failed: DID NOT RAISE <class 'Exception'>"})
+    with pytest.raises(AnswerContradicted, match="executorch: the answer states what .*test_executorch_8468_a_"
+                                                 "dynamic_sequence_length_is_refused proves, but it failed"):
+        cited_tests(EXECUTORCH_Q, dynamic)
+
+
+def test_compare_prints_the_executorch_answer_for_its_pairs():
+    assert lead_for("torch-lstm-rnn", "executorch-lstm")[0] is EXECUTORCH_Q
+    assert lead_for("executorch-rnn", "torch-rnn")[0] is EXECUTORCH_Q
