@@ -937,11 +937,7 @@ QUESTIONS = (
                "(u_s, m the stored groups of a sum: about 4 u_s for a sum, against n u_s computed in half "
                "throughout), derived in [TOLERANCES.md](TOLERANCES.md#a-mixed-policy-float32-arithmetic-half-storage). "
                "The data are the float32 case's rounded once to the format. By format:\n{formats}",
-               "**Not proven:** {uncaught} of the {mutations} wrong mappings run in half pass, each pinned by "
-               "its system as below the bound on the mutation case, so their rows are UNPROVEN while their "
-               "outputs are within the bound; every other is caught beyond {caught_beyond} times the bound. In "
-               "stacked gated layers a gate swap in layer 1 moves the outputs by less than half rounding, so the "
-               "check cannot tell it apart:\n{pinned}",
+               "{wrong_mappings}",
                "**Tested by name, not in these rows:** ONNX Runtime's float16 RNN, LSTM and GRU nodes compute in "
                "float32, their outputs rounded once (tests/equivalence/test_half_onnx.py); TFLite's float16 "
                "quantization stores the weights in float16 and computes in float32 "
