@@ -69,6 +69,9 @@ rule where it runs:
 - tests/equivalence/test_quantized_torch.py: int8 dynamic quantization's four short cases per layer (one and two
   layers, each direction, with and without h0, 5 steps); the 50- and 20-step cases and the dynamo exporter's
   refusal (some 7 s) at full depth only (the ``by_depth`` marker: conftest.py);
+- tests/equivalence/test_quantized_onnx.py: ONNX Runtime's int8 DynamicQuantizeLSTM's three short cases (a cell
+  from h0, a bidirectional layer, a widened batch per row; 5 steps), onnxruntime#10111, #15465, the GRU left float
+  and both quantizer bugs, some 1 s; the 50- and 20-step and batch-8 cases at full depth only (``by_depth``);
 - tests/equivalence/test_half_tflite.py: TFLite's float16 quantization on Keras 2's LSTM and Keras 3's GRU, each on
   its first configuration with its first wrong mapping (two conversions each); at full depth every TFLite system,
   configuration and wrong mapping;

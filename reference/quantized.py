@@ -55,6 +55,28 @@ S <= u |W| in the normal range (u = 2^-11 float16, 2^-8 bfloat16), half the smal
 no operand is quantized. ``rounded_reference_and_bound`` carries that grid through a run in any arithmetic of
 ``reference.tolerance``: float64 (the rounding of the weights alone), a mixed policy (float32 within each op,
 results stored in half) or the format throughout.
+
+ONNX Runtime's ``DynamicQuantizeLSTM`` (``onnxruntime.quantization.quantize_dynamic`` of an ONNX LSTM node; read in
+onnxruntime's sources, contrib_ops/cpu/quantization/dynamic_quantize_lstm.cc, providers/cpu/rnn/rnn_helpers.cc's
+quantized ``ComputeGemm``, uni_directional_lstm.cc, util/qmath.h's ``GetQuantizationParameter``, and checked by
+experiment with onnxruntime 1.32.0) is the same computation on another activation scheme, ``ORT_ACTIVATIONS``:
+
+- W and R are int8 with a scale per direction (per row with ``per_channel=True``), zero point 0: W~ within s / 2;
+- each GEMM quantizes its float32 operand v per tensor to uint8 over the *full* range, levels 0..255: scale
+  (max(v, 0) - min(v, 0)) / 255 with no floor (1 where the range is 0: exact zeros, d = 0 as above), zero point
+  round(-min / scale) to nearest even, q = saturate(round(v / scale) + zero point); each element is off by at
+  most scale / 2, the clamped extremes too (the zero point moves the grid by at most half a step). The input
+  GEMM runs once on the whole sequence (T * batch rows: the direction's whole input, its range the layer
+  input's), the recurrent one per step on h, on the batch cut into ceil(batch / threads) rows per thread
+  (``SetNumThreads``: batch > 4, or >= 2 with H <= 256): each part's range is at most the whole step's, so the
+  whole step's range bounds d, whatever the thread count;
+- the u8 x s8 products sum exactly in int32 (measured on an AVX512-VNNI CPU, MLAS's ``vpdpbusd`` kernels: the
+  emulation in tests/equivalence/test_quantized_onnx.py agrees to 1e-7; MLAS's AVX2 kernel without VNNI,
+  ``vpmaddubsw``, sums pairs in saturating int16, 2 * 255 * 127 > 2^15, which this bound does not cover), rescaled
+  by the float32 product of the two scales, the recurrent result added to the input one, then the fused bias
+  Wb + Rb (one float32 sum) and the float32 gates: five roundings at most per term, ``FLOAT32_ROUNDINGS`` as above.
+
+So the bound is ``quantized_reference_and_bound`` with ``scheme=ORT_ACTIVATIONS``: 255 levels, no smallest scale.
 """
 
 from __future__ import annotations
@@ -70,6 +92,10 @@ ACTIVATION_LEVELS = 127  # uint8 with reduce_range: 0..127 (fbgemm's dynamic lin
 SMALL_SCALE = float(np.float32(6.1e-5))  # QuantUtils.h's SMALL_SCALE_THRESHOLD: no activation scale below it
 SLACK = 1 + 2.0**-10  # float32 roundings inside a quantization, far below it (module docstring)
 FLOAT32_ROUNDINGS = 5  # the most float32 roundings any term of a quantized affine sum meets
+# An activation scheme: (levels, smallest scale). fbgemm's (torch.ao): uint8 with reduce_range, scale floored at
+# SMALL_SCALE; ONNX Runtime's DynamicQuantizeLSTM: uint8 over 0..255, no floor (module docstring).
+FBGEMM_ACTIVATIONS = (ACTIVATION_LEVELS, SMALL_SCALE)
+ORT_ACTIVATIONS = (255, 0.0)
 
 
 def half_steps(scales, shape) -> np.ndarray:
@@ -84,11 +110,13 @@ def range_bound(v: Approx) -> float:
     return float(max(np.max(v.value + v.error, initial=0.0), 0.0) - min(np.min(v.value - v.error, initial=0.0), 0.0))
 
 
-def activation_half_step(range_upper: float, levels: int = ACTIVATION_LEVELS) -> float:
-    """d: the most an element of a tensor whose range is at most ``range_upper`` moves when quantized."""
+def activation_half_step(range_upper: float, levels: int = ACTIVATION_LEVELS,
+                         smallest_scale: float = SMALL_SCALE) -> float:
+    """d: the most an element of a tensor whose range is at most ``range_upper`` moves when quantized in
+    ``levels`` steps of at least ``smallest_scale``."""
     if range_upper == 0:
         return 0.0  # exact zeros: zero is a quantized value
-    scale = max(range_upper / levels, SMALL_SCALE) * (1 + UNIT_ROUNDOFF["float32"])
+    scale = max(range_upper / levels, smallest_scale) * (1 + UNIT_ROUNDOFF["float32"])
     return scale / 2 * SLACK
 
 
@@ -154,13 +182,15 @@ class Quantized(WeightGrid):
     W_x and W_h with their half steps (``half_steps``); ``input_range``: a bound of the range of the whole
     layer input, which the input linear quantizes at once. The biases are float, exact."""
 
-    def __init__(self, W_x, W_x_half, W_h, W_h_half, input_range: float, levels: int = ACTIVATION_LEVELS):
+    def __init__(self, W_x, W_x_half, W_h, W_h_half, input_range: float, levels: int = ACTIVATION_LEVELS,
+                 smallest_scale: float = SMALL_SCALE):
         super().__init__("float32", [(W_x, W_x_half, "x"), (W_h, W_h_half, "h")])
-        self.input_range, self.levels = input_range, levels
+        self.input_range, self.levels, self.smallest_scale = input_range, levels, smallest_scale
 
     def operand_step(self, operand: str, v: Approx) -> float:
         """d: the input linear quantizes the whole layer input at once, the recurrent one each step's h."""
-        return activation_half_step(self.input_range if operand == "x" else range_bound(v), self.levels)
+        return activation_half_step(self.input_range if operand == "x" else range_bound(v), self.levels,
+                                    self.smallest_scale)
 
     def roundoff(self, n: int, groups: int) -> float:
         return gamma(max(n, FLOAT32_ROUNDINGS), self.u_sum)
@@ -171,23 +201,27 @@ class Quantized(WeightGrid):
         return super().affine(products, biases, diagonal)
 
 
-def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATION_LEVELS):
+def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATION_LEVELS, scheme=None):
     """The exact results of the float layer ``stack`` (float64, ``rnn_equivalence.reference.stack.run_stack``'s
     keys) and bounds on |the quantized layer's results - exact|, two dicts with the same keys.
 
     ``grid``: a stack of the same structure whose W_x and W_h hold each weight's bound |W~ - W|
     (``half_steps`` of the quantized model's scales, in the canonical layout: the quantized mapping of
     frameworks/torch_quantized.py). ``levels``: the activations' quantization levels (127: uint8 with
-    reduce_range). Whole sequences only: a packed batch quantizes its packed data, another tensor."""
+    reduce_range); ``scheme``: (levels, smallest scale), in its place (``ORT_ACTIVATIONS``: ONNX Runtime's
+    DynamicQuantizeLSTM, frameworks/onnx_quantized.py). Whole sequences only: a packed batch quantizes its packed
+    data, another tensor."""
+    levels, smallest_scale = (levels, SMALL_SCALE) if scheme is None else scheme
     stack, grid = StackParams.of(stack), StackParams.of(grid)
     if stack.family == "rnn" or any(p.W_proj is not None or p.peepholes is not None for _, _, p in stack.cells()):
-        raise ValueError("a quantized layer: PyTorch's dynamically quantized LSTM and GRU, without projection")
+        raise ValueError("a quantized layer: PyTorch's dynamically quantized LSTM and GRU, ONNX Runtime's LSTM, "
+                         "without projection or peepholes")
     if [(k, d) for k, d, _ in stack.cells()] != [(k, d) for k, d, _ in grid.cells()]:
         raise ValueError("grid: expected the structure of the stack (layers and directions)")
 
     def arithmetic(p, g, xs: Approx) -> Quantized:
         return Quantized(p.W_x, np.asarray(g.W_x, np.float64), p.W_h, np.asarray(g.W_h, np.float64),
-                         range_bound(xs), levels)
+                         range_bound(xs), levels, smallest_scale)
 
     return _grid_run(stack, grid, xs, state, arithmetic, ("W_x", "W_h"))
 

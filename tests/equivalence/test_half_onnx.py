@@ -24,6 +24,7 @@ configuration and every wrong mapping. Each run is a model of one node, built an
 import numpy as np
 import pytest
 
+from rnn_equivalence.frameworks.onnx_nodes import node_outputs
 from rnn_equivalence.harness.cases import case_of
 from rnn_equivalence.harness.detection import ORDERS_OF_MAGNITUDE, wrong_natives
 from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
@@ -34,17 +35,6 @@ ONNX_NODES = "rnn_equivalence.frameworks.onnx_rnn"
 
 def runs_in_onnxruntime(cls) -> bool:
     return cls.__module__ == ONNX_NODES and "onnxruntime" in cls.distributions
-
-
-def node_outputs(adapter, native, xs, state, config, g) -> dict:
-    """The node of ``native`` run on ``xs`` as ``run_native`` runs it, in the arrays' own dtype: the ONNX model
-    is typed by its data (float16 here), which the systems' float32-only input check would refuse."""
-    if not adapter.layerwise(config):  # the gated cells always feed their initial states: zeros where not given
-        H = native["R"].shape[-1]
-        state = {key: value[None] for key, value in adapter.cell_state(state, xs.shape[1], H, xs.dtype).items()}
-    model, feeds, outputs = adapter.model(native, xs, state, config, g)
-    results = {name: np.asarray(value) for name, value in zip(outputs, adapter.evaluate(model, feeds, outputs))}
-    return adapter.outputs(results, config)
 
 
 def in_float32(native, state):
