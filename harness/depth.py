@@ -87,8 +87,9 @@ selected (an error, not a skip, where JAX is missing and the run selects it unde
 Systems in a nox session of their own (``Adapter.environment``: noxfile.py) run there at full depth and never in
 the main environment's run, whatever its depth: onnx2tf, nobuco, PaddlePaddle, coremltools, MNN, ncnn, litert-torch
 and ExecuTorch for their pins or their downloads; TorchScript and torch.export programs (``torch-programs``) and MLX
-(``mlx``) for the default run's budget alone, their twelve systems measured at about two minutes of test time at default depth. A system added
-later whose default-depth cost the run cannot carry goes the same way, and says so in its module.
+(``mlx``) for the default run's budget alone, their twelve systems measured at about two minutes of test time at
+default depth. A system added later whose default-depth cost the run cannot carry goes the same way, and says so in
+its module.
 
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """
