@@ -72,6 +72,8 @@ rule where it runs:
 - tests/equivalence/test_quantized_onnx.py: ONNX Runtime's int8 DynamicQuantizeLSTM's three short cases (a cell
   from h0, a bidirectional layer, a widened batch per row; 5 steps), onnxruntime#10111, #15465, the GRU left float
   and both quantizer bugs, some 1 s; the 50- and 20-step and batch-8 cases at full depth only (``by_depth``);
+- tests/equivalence/test_quantized_tflite.py: TFLite's int8 dynamic-range Keras 2 LSTM and GRU and the full-integer
+  LSTM, 4 conversions (some 8 s from a cold cache); Keras 3's GRU and a widened Keras 2 GRU at full depth;
 - tests/equivalence/test_half_tflite.py: TFLite's float16 quantization on Keras 2's LSTM and Keras 3's GRU, each on
   its first configuration with its first wrong mapping (two conversions each); at full depth every TFLite system,
   configuration and wrong mapping;
