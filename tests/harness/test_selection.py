@@ -14,7 +14,8 @@ def test_default_is_every_framework_and_not_explicit():
     assert not chosen.explicit and not chosen.missing_is_error
     assert selection.elsewhere(chosen.names) == {
         session: [n for n in own if adapter_class(n).environment == session]
-        for session in ("mlx", "torch-programs", "onnx2tf", "nobuco", "coreml", "paddle", "mnn", "ncnn")}
+        for session in ("mlx", "torch-programs", "onnx2tf", "nobuco", "coreml", "paddle", "mnn", "ncnn", "litert-torch",
+                        "executorch")}
 
 
 def test_a_system_of_another_environment_runs_when_named():
