@@ -371,10 +371,10 @@ def half_figures(report: dict) -> dict:
     rows = dtype_rows(HALF_FORMATS, report)
     where = "half-precision: the lead says"
     others = sorted({f"{r['system']} {r['dtype']}" for r in rows
-                     if not ADAPTERS[r["system"]].__module__.endswith((".pytorch", ".torch_programs"))})
+                     if not ADAPTERS[r["system"]].__module__.endswith((".pytorch", ".torch_programs", ".keras_adapters"))})
     if others:
-        raise AnswerContradicted(f"{where} other frameworks are not checked in half yet, but the report has "
-                                 f"{', '.join(others)}")
+        raise AnswerContradicted(f"{where} frameworks other than PyTorch and Keras are not in these rows, but the "
+                                 f"report has {', '.join(others)}")
     unjudged = [f"{r['system']} {r['dtype']}" for r in rows if r.get("arithmetic") not in MIXED_POLICIES]
     if unjudged:
         raise AnswerContradicted(f"{where} the rows are judged by float32 arithmetic with half storage, but "

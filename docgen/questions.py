@@ -926,9 +926,9 @@ QUESTIONS = (
         "half-precision",
         "Is my float16, bfloat16 or int8 recurrent model still the same?",
         (Claim("Yes", "within half precision on {systems} systems, float16 and bfloat16 ({cases} cases, worst "
-                      "err/bound {worst}), judged by the bound of float32 arithmetic with half storage, what torch "
-                      "computes.{unproven} Other frameworks and int8: tested by name (below)",
-               about="PyTorch on a CPU", dtypes=HALF_FORMATS),),
+                      "err/bound {worst}), judged by the bound of float32 arithmetic with half storage, what both "
+                      "compute.{unproven} Other frameworks and int8: tested by name (below)",
+               about="PyTorch and Keras on a CPU", dtypes=HALF_FORMATS),),
         r"e_{\text{affine}} = \big((1 + \gamma_n(u_{32}))(1 + \gamma_m(u_s)) - 1\big) \sum_k \lvert "
         r"\text{term}_k \rvert + \text{propagated}, \quad u_{32} = 2^{-24},\ u_s = 2^{-11}\ "
         r"\text{(float16)},\ 2^{-8}\ \text{(bfloat16)}",
@@ -942,10 +942,11 @@ QUESTIONS = (
                "float32, their outputs rounded once (tests/equivalence/test_half_onnx.py); TFLite's float16 "
                "quantization stores the weights in float16 and computes in float32 "
                "(tests/equivalence/test_half_tflite.py); PyTorch's int8 dynamic quantization of LSTM and GRU stays "
-               "within the bound its grid implies (tests/equivalence/test_quantized_torch.py).",
-               "**Not checked yet:** Keras's half and mixed policies, JAX, Flax and Equinox in half; OpenVINO in "
-               "bf16 (this machine's CPU has none); int8 in ONNX Runtime and TFLite; gradients and optimizer steps "
-               "in half (no derived half bound for them). CUDA's kernels are not run."),
+               "within the bound its grid implies (tests/equivalence/test_quantized_torch.py); Keras 3 on torch "
+               "does not carry a stateful layer's state under a mixed policy (tests/equivalence/test_half_keras.py).",
+               "**Not checked yet:** JAX, Flax and Equinox in half; OpenVINO in bf16 (this machine's CPU has none); "
+               "int8 in ONNX Runtime and TFLite; gradients and optimizer steps in half (no derived half bound for "
+               "them). CUDA's kernels are not run."),
         snippet=HALF_SNIPPET, snippet_needs=("torch",), dtypes=HALF_FORMATS,
         caveat="pytorch/pytorch#175845 reports an LSTM in fp16 off its fp32 run by a relative L2 error of 4.1e-4 "
                "on CUDA. On CPU it is 6.0e-4 (torch 2.13.0), every element within the derived bound "

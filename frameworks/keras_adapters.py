@@ -14,7 +14,7 @@ from rnn_equivalence.frameworks.base import Adapter
 from rnn_equivalence.frameworks.keras_mapping import KerasLayerMapping, KerasMapping
 from rnn_equivalence.frameworks.keras_plan import (
     CELL_MUTATIONS, CHUNKED_CONFIGS, GATED_LAYER_CONFIGS, LAYER_MUTATIONS, MUTATION_CONFIGS, PADDED_CONFIGS,
-    SIMPLE_RNN_CONFIGS,
+    SIMPLE_RNN_CONFIGS, half_plan,
 )
 from rnn_equivalence.frameworks.keras_runner import KERAS_HARD_SIGMOID, KERAS_LAYERS, KerasCellRunner, KerasLayerRunner
 from rnn_equivalence.reference.config import LayerConfig
@@ -78,8 +78,11 @@ SYSTEMS = (
 
 def system(name: str, base: type, implementation: tuple, member: tuple) -> type:
     """One system's class, from its row of ``SYSTEMS``: keras-jax-gru-reset-before-rnn is Keras 3's
-    GRU(reset_after=False) layer on jax."""
-    return type(name.replace("-", "_"), (base,), system_attributes(name, base, implementation, member))
+    GRU(reset_after=False) layer on jax. A layer runs in the half formats too (``half_plan``)."""
+    attributes = system_attributes(name, base, implementation, member)
+    if base.layer:
+        attributes.update(half_plan(name, member[0]))
+    return type(name.replace("-", "_"), (base,), attributes)
 
 
 def system_attributes(name: str, base: type, implementation: tuple, member: tuple) -> dict:

@@ -15,6 +15,36 @@ Keras 3 chooses its backend once per process, from ``KERAS_BACKEND``. Each
 backend is its own adapter whose ``process_env`` names it, so a run covers
 all three: the one this process uses runs here, the others in child
 processes (``rnn_equivalence.frameworks.child``).
+
+Half precision (float16, bfloat16; issue 37). The suite's dtype names a run's data (frameworks/plan.py); Keras
+names a dtype policy, storage and arithmetic together: ``float16`` (variables and computation in float16),
+``mixed_float16`` (variables float32, each layer casting them and its inputs to float16 and computing on float16
+tensors), and the same two for bfloat16. A run on float16 data is built under the system's policy for the format
+(``KerasRunner.policies``: the mixed one, what Keras recommends for training; the variables then hold the half
+values exactly, in float32) or under the one a configuration names (the option ``policy``:
+tests/equivalence/test_half_keras.py). So a mixed policy is a way of running a half format, no dtype of its own:
+its row is "float16" data judged by the bound of the arithmetic measured (``TestPlan.arithmetic``). Measured (keras
+3.15.1 on tensorflow 2.21.0, jax 0.10.2, torch 2.13.0; tf_keras 2.21.0; this CPU, every family, cells and layers,
+50 steps, against ``rnn_equivalence.reference.precision.run_rounded`` and the float64 reference):
+
+- every backend, and tf_keras, computes float32 within each operation and rounds each result to the format: a
+  product ``x @ kernel`` accumulates beyond the format (a sum of 1024 and a thousand terms of 0.25 comes out
+  1274 exactly in float16, where a sum added up in float16 stays 1024; 1424 of 1024 and 200 terms of 2 in
+  bfloat16), each elementwise operation rounded once. No emulation is bitwise (27 to 66% of the outputs of a
+  50-step run equal those of ``run_rounded`` under the mixed policy, 20 to 57% under half throughout: Keras adds
+  in its own order, the SimpleRNN cell's bias to ``x @ kernel`` before ``h @ recurrent_kernel``, and a recurrence
+  carries a last-bit difference on), and every run is within the bound of that arithmetic (the mixed policy's,
+  reference/tolerance.py) with margin: worst err/bound 0.26 (float16) and 0.21 (bfloat16) on the cells, 0.10 and
+  0.084 on one SimpleRNN layer, 0.02 on an LSTM layer; 5 to 7 times less of the bound of half throughout;
+- the half policy computes bitwise what the mixed one does, on every backend: ``float16`` claims half precision
+  throughout, and computes as ``mixed_float16`` does, float32 within each operation (its float16 variables need no
+  cast; the mixed policy's casts of float32 variables holding half values are exact); the results are half (stored in the format, every tensor a float16 one), not float32 ones.
+  Neither policy computes in float32 throughout nor in half throughout.
+
+Every Keras half row is judged by the bound of float32 within each operation (``arithmetic``: "mixed_float16",
+"mixed_bfloat16"), shown as "float16 (float32 within each op)". Gradients and optimizer steps do not run in half:
+they have no derived half bound (frameworks/plan.py, ``CAPABILITY_DTYPES``). The layers run the half formats;
+the cells, whose code the layers run step by step, were measured alike and keep float32 and float64.
 """
 
 from __future__ import annotations
@@ -180,6 +210,10 @@ class KerasImplementation:
 class KerasRunner(KerasImplementation):
     """Building this family's Keras objects and differentiating through them, for the cell and layer runners."""
 
+    # Per half format, the Keras dtype policy its runs build the cells and layers with (``policy``); a dtype not
+    # named here is its own policy ("float32", "float64").
+    policies: dict[str, str] = {}
+
     @classmethod
     def native_activation(cls, name: str) -> str:
         """This Keras version's name of a canonical activation (rnn_equivalence.reference.activations)."""
@@ -197,8 +231,23 @@ class KerasRunner(KerasImplementation):
         f, g = gate_and_candidate(self.family, spec, self.cell, "Keras's `activation`")
         return {"recurrent_activation": self.native_activation(f), "activation": self.native_activation(g)}
 
+    def policy(self, dtype: str, config: LayerConfig | None = None) -> str:
+        """The Keras dtype policy a run on data in ``dtype`` builds its cells and layers with: the
+        configuration's option ``policy`` where it names one (tests/equivalence/test_half_keras.py), else the
+        system's (``policies``: a half format runs under its mixed policy), else the dtype itself."""
+        chosen = config.option("policy") if config is not None else None
+        return chosen or self.policies.get(dtype, dtype)
+
+    def _assign(self, variable, value) -> None:
+        """``variable.assign(value)`` in the variable's own dtype: under a mixed policy the variables are float32
+        and the weights (values of the half format) go in exactly."""
+        value = np.asarray(value)
+        dtype = getattr(variable.dtype, "name", variable.dtype)  # tf_keras: a tf.DType; Keras 3: a string
+        variable.assign(value if value.dtype.name == dtype else value.astype(np.float32).astype(dtype))
+
     def _make(self, units: int, g: str, use_bias: bool, dtype: str, **layer_options):
-        """The Keras cell (or layer, with ``layer_options``) of this family, zero-initialized."""
+        """The Keras cell (or layer, with ``layer_options``) of this family, zero-initialized; ``dtype`` is a
+        Keras dtype policy's name (``policy``)."""
         options = dict(use_bias=use_bias, dtype=dtype, **ZERO_INIT, **self.activation_arguments(g), **layer_options)
         if self.family == "gru":
             options["reset_after"] = self.variant == "reset_after"
@@ -240,7 +289,7 @@ class KerasCellRunner(KerasRunner):
         variables, forward = self.built_once(step_key, lambda: self._build_cell(native, xs, config, g, dtype, H,
                                                                                step_key is not None))
         for name, value in native.items():
-            variables[name].assign(value)
+            self._assign(variables[name], value)
         return variables, forward, None
 
     def _build_cell(self, native: Native, xs, config: LayerConfig, g: str, dtype, H: int, compiled: bool):
@@ -248,7 +297,7 @@ class KerasCellRunner(KerasRunner):
         as its arguments, read from the variables at each call, so that a run reads the assigned weights and
         the differentiated forward (``_differentiate``'s scope) the traced ones. Compiling the unrolled
         sequence would cost more than running it (measured: 50 GRU steps)."""
-        cell = self._make(H, g, config.bias, dtype.name)
+        cell = self._make(H, g, config.bias, self.policy(dtype.name, config))
         cell.build((None, xs.shape[2]))
         variables = {name: getattr(cell, name) for name in native}
         keys, zeros = state_keys(self.family), np.zeros((xs.shape[1], H), dtype)
@@ -309,6 +358,7 @@ class KerasLayerRunner(KerasRunner):
         """Layer ``layer`` of the stack, in ``Bidirectional`` when bidirectional; not yet built."""
         top = layer == config.num_layers - 1
         options = {key: config.option(key) for key in ("zero_output_for_mask", "stateful") if config.option(key)}
+        dtype = self.policy(dtype, config)
         rnn = self._make(H, g, config.bias, dtype,
                          return_sequences=True if not top else bool(config.option("return_sequences")),
                          return_state=bool(config.option("return_state")),
@@ -363,7 +413,7 @@ class KerasLayerRunner(KerasRunner):
             return ops.transpose(x, (1, 0, 2))
 
         if how == "Masking":
-            masking = self.keras.layers.Masking(MASK_VALUE, dtype=xs.dtype.name)
+            masking = self.keras.layers.Masking(MASK_VALUE, dtype=self.policy(xs.dtype.name, config))
             if mask is None:
                 return lambda x: (masking(batch_first(x)), None)
             # The padded steps become MASK_VALUE inside the framework (a where, not an assignment to
@@ -383,7 +433,7 @@ class KerasLayerRunner(KerasRunner):
             rnn.build(shape)
             for d, cell in enumerate(self._cells(rnn, config)):
                 for name in self.cell_spec(1, 1, config.bias, ""):
-                    getattr(cell, name).assign(native[self.tag(k, d) + name])
+                    self._assign(getattr(cell, name), native[self.tag(k, d) + name])
             layers.append(rnn)
             shape = shape[:2] + (config.num_directions * H,)
         return layers
@@ -430,7 +480,7 @@ class KerasLayerRunner(KerasRunner):
         # Every run's weights go in through Keras's own Variable.assign (shapes and dtype checked by Keras),
         # into layers that may have run other cases of the same structure (``_layers_key``).
         for name, variable in variables.items():
-            variable.assign(native[name])
+            self._assign(variable, native[name])
         return variables, forward, key
 
     def _layers_key(self, native: Native, xs, config: LayerConfig, g: str) -> tuple:

@@ -206,7 +206,7 @@ def factors(adapter, depth: str = "full") -> dict[str, tuple]:
               "shape": SHAPES, "batch": BATCHES,
               "steps": tuple(dict.fromkeys(steps_for(adapter, t) for t in STEPS)),
               "initial_state": tuple(s for s in INITIAL_STATE if s in adapter.initial_states)}
-    return levels if depth == "full" else {**levels, "dtype": dtypes_for(adapter, "whole")}
+    return levels if depth == "full" else {**levels, "dtype": dtypes_for(adapter, "whole", depth)}
 
 
 # At default depth every (system, dtype) row of the report keeps at least this many whole-sequence cases.
@@ -224,7 +224,7 @@ def cases_for(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
     # the pairs of structure levels are met at full depth (rnn_equivalence.harness.depth).
     rows = design(levels, "quick" if converts_once_per_structure(adapter, depth) else depth)
     if depth == "default":  # a dtype the covering design gave fewer rows takes the first rows of the others
-        for dtype in dtypes_for(adapter, "whole"):
+        for dtype in dtypes_for(adapter, "whole", depth):
             mine = [row for row in rows if row["dtype"] == dtype]
             others = [row for row in rows if row["dtype"] != dtype]
             rows += [{**row, "dtype": dtype} for row in others[:max(0, MIN_CASES_PER_DTYPE - len(mine))]]
@@ -314,7 +314,7 @@ def eager_cases(adapter, depth: str = "default", seed: int = 0) -> list[Case]:
 def in_turn(cases: list[Case], adapter, depth: str, capability: str) -> list[Case]:
     """Short of full depth, a capability's cases take the system's dtypes for it (``dtypes_for``) in turn
     (every level once); fewer cases than dtypes run in every dtype."""
-    dtypes = dtypes_for(adapter, capability)
+    dtypes = dtypes_for(adapter, capability, depth)
     if depth == "full" or len(cases) < len(dtypes):
         return cases
     return [case.with_(dtypes=(dtypes[i % len(dtypes)],)) for i, case in enumerate(cases)]

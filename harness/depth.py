@@ -93,6 +93,13 @@ and ExecuTorch for their pins or their downloads; TorchScript and torch.export p
 default depth. A system added later whose default-depth cost the run cannot carry goes the same way, and says so in
 its module.
 
+Half formats (issue 37) a system runs at full depth only (``TestPlan.full_depth_dtypes``; frameworks/plan.py,
+``dtypes_for``): short of it no capability runs them. The Keras layers' half rows cost 167 s summed at default over
+the thirteen layer systems (jax 26 to 31 s a system, tensorflow 7 to 10 s, torch 1.4 to 3.3 s), against a budget of
+15 s: at default keras-tf-lstm-rnn runs float16 and tf-keras-rnn bfloat16 (this process's backend, both Keras
+implementations, both formats), tests/equivalence/test_half_keras.py runs on keras-tf-lstm-rnn and keras-tf-rnn,
+and every other Keras half row at full depth (frameworks/keras_plan.py, ``DEFAULT_HALF``).
+
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """
 

@@ -86,7 +86,7 @@ def system_parameter_sets(cls, request: Request, depth: str, seed: int) -> list[
     depth: a strict expected failure needs only to keep failing; a row the quick design never meets runs
     on the first case of the design that meets it. An error where nothing comes out."""
     arguments, make_cases = request.arguments, DESIGNS[request.design]
-    system_dtypes = dtypes_for(cls, request.capability)  # of the system's dtypes, those the test runs in
+    system_dtypes = dtypes_for(cls, request.capability, depth)  # of the system's dtypes, those the test runs in
     marked = request.scope is not None
     # The table's rows this test can meet (rnn_equivalence.harness.known_issues), for whole runs and padded batches.
     rows = {padded: rows_of(cls.name, scopes_of(request.scope, request.design, padded)) if marked else []

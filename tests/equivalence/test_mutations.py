@@ -25,16 +25,18 @@ from rnn_equivalence.harness.detection import assert_detected, caught_beyond
 def test_wrong_mapping_is_detected(adapter, dtype, mutation, mutation_case, record):
     """In float32, and in each half format the system runs in (frameworks/plan.py, CAPABILITY_DTYPES), from the
     case's data rounded to the format: caught beyond the half bound (``caught_beyond``). A mistake the half
-    bound cannot tell from rounding on the square case (``TestPlan.mutations_within_bound``) is still within the
-    bound there (an entry that gets caught is stale, and fails), and caught on the one-step case instead
+    bound cannot tell from rounding on the square case (``TestPlan.mutations_within_bound``) is still not caught
+    there (an entry that gets caught is stale, and fails), and caught on the one-step case instead
     (``one_step_mutation_case``), which is what is recorded."""
     case = mutation_case
     hidden = (case.input_size == case.hidden_size and mutation in adapter.mutations_within_bound.get(dtype, ()))
     if hidden:
         comparison = wrong_run(adapter, dtype, mutation, case)
-        assert comparison.equivalent, (f"{adapter.name} lists '{mutation}' as within the {dtype} bound on the "
-                                       f"mutation case (mutations_within_bound), but it is caught there: remove the "
-                                       f"entry. {comparison.message()}")
+        # Not caught there: within the bound (torch's half rows), or beyond it by less than ``caught_beyond``
+        # (Keras's bfloat16 layers: 1.8 to 2.2 times, frameworks/keras_plan.py), which a right run may not reach.
+        assert comparison.ratio <= caught_beyond(dtype), (
+            f"{adapter.name} lists '{mutation}' as not caught in {dtype} on the mutation case "
+            f"(mutations_within_bound), but it is caught there: remove the entry. {comparison.message()}")
         case = one_step_mutation_case(adapter)
     try:
         comparison = wrong_run(adapter, dtype, mutation, case)

@@ -380,7 +380,7 @@ def half_row(report, system, dtype="float16"):
 def test_the_half_lead_quotes_the_reports_half_rows_and_names_the_unproven():
     rows = [r for r in WITH_HALF["systems"] if r["dtype"] in HALF_FORMATS]
     first = lead(HALF, WITH_HALF)
-    assert first.startswith("**Yes** for PyTorch on a CPU: within half precision on "
+    assert first.startswith("**Yes** for PyTorch and Keras on a CPU: within half precision on "
                             f"{len({r['system'] for r in rows})} systems")
     cases = sum(r["cases"] + r["padded"]["cases"] + r["chunked"]["cases"] for r in rows)
     assert f"({cases} cases, worst err/bound " in first and "Other frameworks and int8: tested by name" in first
@@ -450,7 +450,8 @@ def test_a_half_row_that_disagrees_stops_the_generator(broken):
     report = copy.deepcopy(WITH_HALF)
     broken(report)
     assert dtypes_broken(HALF_FORMATS, report)
-    with pytest.raises(AnswerContradicted, match="half-precision: the lead says Yes for PyTorch on a CPU, but "):
+    with pytest.raises(AnswerContradicted, match="half-precision: the lead says Yes for PyTorch and Keras on a CPU, "
+                                                 "but "):
         lead(HALF, report)
 
 
@@ -459,10 +460,10 @@ def test_what_the_half_lead_says_of_the_rows_is_checked():
     none["systems"] = [r for r in none["systems"] if r["dtype"] not in HALF_FORMATS]
     with pytest.raises(AnswerContradicted, match="about float16 and bfloat16 rows, but the report has none"):
         lead(HALF, none)
-    other = copy.deepcopy(WITH_HALF)  # the lead says other frameworks are not checked in half yet
-    other["systems"].append({**half_row(other, "torch-gru"), "system": "keras-tf-gru",
-                             "anchor": "keras-tf-gru-float16"})
-    with pytest.raises(AnswerContradicted, match="other frameworks are not checked in half yet, but .*keras-tf-gru"):
+    other = copy.deepcopy(WITH_HALF)  # the lead says only PyTorch's and Keras's rows are in half
+    other["systems"].append({**half_row(other, "torch-gru"), "system": "flax-nnx-gru",
+                             "anchor": "flax-nnx-gru-float16"})
+    with pytest.raises(AnswerContradicted, match="other than PyTorch and Keras are not in these rows, but .*flax-nnx"):
         lead(HALF, other)
     unjudged = copy.deepcopy(WITH_HALF)  # the lead says float32 arithmetic with half storage
     del half_row(unjudged, "torch-lstm", "bfloat16")["arithmetic"]
