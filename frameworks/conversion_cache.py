@@ -24,6 +24,7 @@ The entries are bytes the runtimes parse (ONNX protobufs, TFLite flatbuffers), n
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import os
@@ -43,7 +44,7 @@ from rnn_equivalence.frameworks.base import distribution_version
 CACHE_VAR = "RNN_EQ_CONVERSION_CACHE"
 OFF_VAR = "RNN_EQ_NO_CONVERSION_CACHE"
 # Bumped when what an entry holds or how its key is made changes: older entries then miss.
-FORMAT = "rnn-equivalence conversion 1"
+FORMAT = "rnn-equivalence conversion 2"
 # Models kept in memory per process: a test runs one model several times (chunks, kernels), the next test
 # mostly another; the rest is on disk. Few, so that a long run does not hold every model it converted.
 MEMORY_ENTRIES = 8
@@ -141,11 +142,30 @@ def source_files(cls) -> list[Path]:
 
 
 def files_digest(files) -> str:
-    """SHA-256 of the files' names and bytes, in order."""
+    """SHA-256 of the files' names and code, in order: the code as Python parses it (``code_text``), so that an
+    edit of a comment, a docstring or the layout keys no model afresh, while an edit of what runs does."""
     combined = hashlib.sha256()
     for path in files:
-        combined.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        combined.update(path.name.encode() + b"\0" + code_text(path.read_bytes()).encode() + b"\0")
     return combined.hexdigest()
+
+
+def code_text(source: bytes) -> str:
+    """A module's syntax tree without its docstrings, as text (``ast.dump``: no comments, no line numbers).
+    A string alone as a statement is a docstring wherever it stands (it computes nothing). A file that does not
+    parse is hashed as its bytes: such a module fails at import anyway."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source.hex()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            kept = [statement for statement in body
+                    if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+                            and isinstance(statement.value.value, str))]
+            node.body = kept or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
 
 
 # --- entries ---------------------------------------------------------------------------------------

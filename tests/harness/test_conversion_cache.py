@@ -120,6 +120,22 @@ def test_an_edit_of_the_adapters_code_changes_the_key(tmp_path):
     assert converted.files_digest([source]) != before
 
 
+def test_an_edit_of_comments_or_docstrings_keeps_the_key(tmp_path):
+    """What is hashed is the code as Python parses it: a comment, a docstring, a blank line or a reflowed call
+    changes no model, so it keys none afresh (a full-depth run converts some 4 400); a string that is a value, not
+    a docstring, is code."""
+    source = tmp_path / "adapter.py"
+    source.write_text('def build(w):\n    """Old words."""\n    return w.T  # transposed\n\nGATES = "ifgo"\n')
+    before = converted.files_digest([source])
+    source.write_text('"""A module docstring."""\n\n\ndef build(w):\n    """New words, longer,\n    on two lines."""\n'
+                      '    # why: the kernel is stored (in, out)\n    return (w\n            .T)\n\n\nGATES = "ifgo"\n')
+    assert converted.files_digest([source]) == before
+    source.write_text('def build(w):\n    """Old words."""\n    return w.T\n\nGATES = "igfo"\n')
+    assert converted.files_digest([source]) != before
+    source.write_text('def build(w):\n    return w\n\nGATES = "ifgo"\n')
+    assert converted.files_digest([source]) != before
+
+
 def _change_checksum(raw: bytes) -> bytes:
     first, _, data = raw.partition(b"\n")
     *rest, checksum = first.split(b" ")
