@@ -17,7 +17,7 @@ from pathlib import Path
 from rnn_equivalence.frameworks import adapter_class
 from rnn_equivalence.frameworks.base import distribution_version
 from rnn_equivalence.harness.selection import elsewhere
-from rnn_equivalence.harness.summary import RUN_KINDS, conversions_text
+from rnn_equivalence.harness.summary import INT8_NOT_MEASURED, RUN_KINDS, conversions_text, int8_summary, times_text
 from rnn_equivalence.reference.formats import dtype_text
 
 
@@ -34,7 +34,7 @@ def cost_text(cost: dict) -> str:
 
 SCHEMA_VERSION = 6  # 2: outcomes, failed_tests; 3: depth, seed, family, known_issue_cases; 4: padded, chunked;
 # 5: levels (by activation and options set); 6: gradients, optimizer (and, optional, elsewhere; optional, a system
-# row's arithmetic)
+# row's arithmetic; optional, int8: the int8 dynamically quantized runs, present where the run made int8 records)
 
 
 def cpu_name() -> str:
@@ -109,6 +109,9 @@ def build(summary, names, command: str | None = None, env: dict | None = None) -
                  **({"wall_seconds": round(summary.wall_seconds, 1)} if summary.wall_seconds else {})},
         "systems": systems, "pairs": pairs, "non_equivalences": non_equivalences,
         "elsewhere": elsewhere(names),
+        # int8: another function, no row of the verdict (``summary.int8_summary``); absent where the run made no
+        # int8 record, which the Markdown says ("not measured"), never a pass
+        **({"int8": int8_summary(summary.quantized)} if getattr(summary, "quantized", None) else {}),
     }
 
 
@@ -177,6 +180,7 @@ def markdown(report: dict) -> str:
         for n in report["non_equivalences"]:
             lines.append(f"| <a id=\"{n['anchor']}\"></a>{n['system']} | {n['against']} | {n['max_difference']:.2e} "
                          f"| {n['ratio']:.3g} | {n['reason']} |")
+    lines += int8_markdown(report.get("int8"))
     failed = [(s.get("system") or s["pair"], f) for s in report["systems"] + report["pairs"] for f in s["failed_tests"]]
     if failed:
         lines += ["", "## Failed tests", ""]
@@ -186,6 +190,75 @@ def markdown(report: dict) -> str:
         lines += ["", "## Known upstream issues (strict expected failures)", ""]
         lines += [f"- {system} {dtype}: {reason}" for system, dtype, reason in known]
     return "\n".join(lines) + "\n"
+
+
+def _times(pair) -> str:
+    """The float32 bound's verdict on a system's int8 runs: how many times over it, least to most."""
+    if not pair:
+        return "-"
+    low, high = pair
+    text = times_text(low) if low == high else f"{times_text(low)} to {times_text(high)}"
+    return text if low > 1 else f"{text} (NOT exceeded)"
+
+
+def _apart(value) -> str:
+    return "- (itself)" if value is None else f"{value:.2e}"
+
+
+def int8_markdown(section: dict | None) -> list[str]:
+    """The report's "int8 dynamic quantization" section (``summary.int8_summary``); where the run made no int8
+    record, the section says it was not measured."""
+    lines = ["", "## int8 dynamic quantization", ""]
+    if not section or (not section["systems"] and not section["failed_tests"]):
+        return lines + [f"Verdict: {INT8_NOT_MEASURED}. This run made no int8 record (tests/equivalence/"
+                        "test_quantized_torch.py, test_quantized_onnx.py, test_quantized_tflite.py not selected, or "
+                        "their systems not in it): nothing here is a pass."]
+    lines += [
+        "A dynamically quantized model computes another function than the float one: no equivalence claim. Each "
+        "int8 run is compared with the float64 reference on the *float* weights within the bound its own grid "
+        f"implies ({section['bound']}: each weight within half its scale, each operand quantized as the kernel "
+        "does, float32 elsewhere): `within its grid's bound` when err/bound <= 1. `float32 bound exceeded`: the "
+        "same runs judged by the float32 bound, how many times over it (the grid's bound is needed). A quantizer bug "
+        "made on purpose is caught when it exceeds its grid's bound.", "",
+        f"Verdict: {section['verdict']}.", "",
+        "| system | quantized from | versions | cases | max err | err/bound | float32 bound exceeded (times) "
+        "| quantizer bugs caught | batch runs | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in section["systems"]:
+        error, ratio = (f"{s['max_error']:.2e}", f"{s['worst_ratio']:.3f}") if s["cases"] else ("-", "-")
+        caught = f"{s['bugs_caught']}/{s['bugs']}" if s["bugs"] else "-"
+        lines.append(f"| <a id=\"{anchor('int8', s['system'])}\"></a>{s['system']} | {s['cell']} | {s['versions']} "
+                     f"| {s['cases']} | {error} | {ratio} | {_times(s['float32_bound_times'])} | {caught} "
+                     f"| {s['batches'] or '-'} | {s['verdict']} |")
+    if section["cases"]:
+        lines += ["", "Each case (err/bound against its grid's bound):", "",
+                  "| system | case | max err | err/bound | verdict |", "|---|---|---|---|---|"]
+        lines += [f"| {c['system']} | {c['case']} | {c['max_error']:.2e} | {c['ratio']:.3f} | {c['verdict']} |"
+                  for c in section["cases"]]
+    if section["float32_bound"]:
+        lines += ["", "The same int8 runs judged by the float32 bound (reference/tolerance.py) instead:", "",
+                  "| system | case | max err | err/float32 bound |", "|---|---|---|---|"]
+        lines += [f"| {c['system']} | {c['case']} | {c['max_error']:.2e} | {times_text(c['ratio'])} |"
+                  for c in section["float32_bound"]]
+    if section["bugs"]:
+        lines += ["", "Quantizer bugs made on purpose in the quantized model's stored weights, judged by the bound of "
+                  "the scales the model declares:", "",
+                  "| system | bug | max err | err/bound | caught |", "|---|---|---|---|---|"]
+        lines += [f"| {b['system']} | {b['bug']} | {b['max_error']:.2e} | {b['ratio']:.3g} "
+                  f"| {'yes' if b['caught'] else 'NO'} |" for b in section["bugs"]]
+    if section["batch_dependence"]:
+        lines += ["", "Batch dependence (onnxruntime#10111): one sequence run alone and among others; the "
+                  "activations' quantization range is the batch's, so its outputs change with the batch, each run "
+                  "judged by its own bound:", "",
+                  "| system | case | batch | apart from its run alone | max err | err/bound | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {b['system']} | {b['case']} | {b['batch']} | {_apart(b['apart'])} | {b['max_error']:.2e} "
+                  f"| {b['ratio']:.3f} | {b['verdict']} |" for b in section["batch_dependence"]]
+    if section["failed_tests"]:
+        lines += ["", "Failed int8 tests:", ""]
+        lines += [f"- {f['system'] or '(no system)'}: `{f['test']}`: {f['message']}" for f in section["failed_tests"]]
+    return lines
 
 
 def write(summary, names, directory, command: str | None = None, env: dict | None = None) -> Path:

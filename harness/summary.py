@@ -31,6 +31,14 @@ COST = "rnn_equivalence_cost"
 #   mutation   a deliberately wrong mapping: did the comparison catch it?
 #   known      a case the adapter knows an upstream bug breaks (a strict xfail)
 #   failure    a test of this system failed (an error in the adapter, a bound exceeded, ...)
+# and, with dtype "qint8" (an int8 dynamically quantized model: another function, judged by the bound of its own
+# grid, rnn_equivalence.reference.quantized; no row of the verdict, the report's int8 section: ``int8_summary``):
+#   quantized      the int8 run vs the float64 reference on the float weights, within its grid's bound?
+#   float32_bound  the same run judged by the float32 bound instead: how many times over it (the grid's bound is needed)
+#   mutation       a quantizer bug made on purpose (a doubled scale, exchanged gates): beyond the grid's bound?
+#   batch          onnxruntime#10111: one sequence run alone and among others, each within its own bound; ``apart``:
+#                  its outputs' largest difference from its run alone
+#   failure        a test of a module whose records are int8 (its ``RECORD_DTYPE``) failed
 
 
 @dataclass
@@ -143,6 +151,89 @@ class Row:
         return f"{self.worst_ratio:.3f}"
 
 
+INT8_WITHIN = "within its grid's bound"  # not "equivalent": a quantized model computes another function
+INT8_BEYOND = "BEYOND its grid's bound"
+INT8_NOT_MEASURED = "not measured"
+
+
+def _int8_verdict(cases: list, batches: list, bugs: list, failed: list) -> str:
+    """The int8 verdict of some records: beyond the bound, failed, a bug that passed, nothing measured, or within."""
+    if any(r["ratio"] > 1 for r in cases + batches):
+        return INT8_BEYOND
+    if failed:
+        return f"FAILED: {len(failed)} test(s)"
+    if any(not r["caught"] for r in bugs):
+        return "UNPROVEN: a quantizer bug passed"
+    if not cases:  # no int8 run measured within its bound: nothing is shown passing
+        return INT8_NOT_MEASURED
+    return INT8_WITHIN
+
+
+def int8_summary(records) -> dict:
+    """The int8 records of a run (dtype "qint8", ``Summary.quantized``) as the report's int8 section: each case
+    within its grid's bound, the float32 bound's verdict on the same runs, the quantizer bugs, ONNX Runtime's batch
+    dependence, failed tests; per system and in all, a verdict (``INT8_WITHIN`` where every case is within its
+    bound, every bug beyond it and no test failed; ``INT8_NOT_MEASURED`` where no case was measured)."""
+    records = list(records)
+    cases = [{"system": r["system"], "case": r.get("case", ""), "max_error": r["max_error"], "ratio": r["ratio"],
+              "verdict": INT8_WITHIN if r["ratio"] <= 1 else INT8_BEYOND}
+             for r in records if r["kind"] == "quantized"]
+    float32 = [{"system": r["system"], "case": r.get("case", ""), "max_error": r["max_error"], "ratio": r["ratio"]}
+               for r in records if r["kind"] == "float32_bound"]
+    bugs = [{"system": r["system"], "bug": r["mutation"].removeprefix("int8: "), "max_error": r["max_error"],
+             "ratio": r["ratio"], "caught": bool(r["detected"])}
+            for r in records if r["kind"] == "mutation"]
+    batches = [{"system": r["system"], "case": r.get("case", ""), "batch": r["batch"], "wide": bool(r.get("wide")),
+                "apart": r.get("apart"), "max_error": r["max_error"], "ratio": r["ratio"],
+                "verdict": INT8_WITHIN if r["ratio"] <= 1 else INT8_BEYOND}
+               for r in records if r["kind"] == "batch"]
+    failed = [{"system": r.get("system") or "", "test": r["test"], "message": r["message"]}
+              for r in records if r["kind"] == "failure"]
+    described = {}
+    for r in records:
+        if r.get("cell"):
+            described.setdefault(r["system"], r)
+    systems = []
+    for name in sorted({r.get("system") or "" for r in records} - {""}):
+        mine = [r for r in cases if r["system"] == name]
+        over = [r["ratio"] for r in float32 if r["system"] == name]
+        caught = [r for r in bugs if r["system"] == name]
+        batched = [r for r in batches if r["system"] == name]
+        failures = [r for r in failed if r["system"] == name]
+        first = described.get(name, {})
+        systems.append({
+            "system": name, "family": first.get("family", ""), "cell": first.get("cell", ""),
+            "versions": first.get("versions", ""), "cases": len(mine),
+            "max_error": max((r["max_error"] for r in mine), default=0.0),
+            "worst_ratio": max((r["ratio"] for r in mine), default=0.0),
+            "float32_bound_times": [min(over), max(over)] if over else None,
+            "bugs_caught": sum(r["caught"] for r in caught), "bugs": len(caught), "batches": len(batched),
+            "failed_tests": len(failures), "verdict": _int8_verdict(mine, batched, caught, failures)})
+    return {"bound": "reference/quantized.py", "systems": systems, "cases": cases, "float32_bound": float32,
+            "bugs": bugs, "batch_dependence": batches, "failed_tests": failed,
+            "verdict": _int8_verdict(cases, batches, bugs, failed)}
+
+
+def times_text(ratio: float) -> str:
+    """A ratio far above 1 in whole numbers ("1133"), others in three digits."""
+    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.3g}"
+
+
+def int8_line(section: dict) -> str:
+    """The summary's one paragraph on the int8 runs (``int8_summary``), "" where the run made none."""
+    if not section["systems"] and not section["failed_tests"]:
+        return ""
+    cases, bugs = section["cases"], section["bugs"]
+    worst = max(cases, key=lambda r: r["ratio"]) if cases else None
+    over = [r["ratio"] for r in section["float32_bound"]]
+    return ("int8 dynamic quantization (another function: each run against its grid's bound, reference/quantized.py): "
+            + (f"{len(cases)} cases, worst err/bound {worst['ratio']:.3f} ({worst['system']})" if worst else "no case")
+            + (f"; the float32 bound exceeded {times_text(min(over))}"
+               + ("" if min(over) == max(over) else f" to {times_text(max(over))}") + " times" if over else "")
+            + (f"; quantizer bugs caught {sum(r['caught'] for r in bugs)}/{len(bugs)}" if bugs else "")
+            + f": {section['verdict']}.")
+
+
 def peak_rss_gib() -> dict[str, float]:
     """This process's peak resident memory in GiB (Linux: ``ru_maxrss`` in KiB). Its children's is not
     said: a forked child starts with its parent's figure, so theirs would repeat the parent's."""
@@ -250,7 +341,7 @@ class Summary:
         return conversions_text(self.conversions, self.conversion_cache)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if self.systems or self.pairs or self.non_equivalences:
+        if self.systems or self.pairs or self.non_equivalences or self.quantized:
             terminalreporter.section("equivalence summary")
             (self.render if self.mode == "full" else self.render_compact)(terminalreporter.write_line)
 
@@ -266,6 +357,8 @@ class Summary:
         it concerns; each known upstream issue on one line. The table per system and dtype is the report
         file's (``--equivalence-report``), or ``--equivalence-summary=full``."""
         if not self.systems and not self.pairs and not self.non_equivalences:
+            if self.quantized:
+                _wrap(write_line, int8_line(int8_summary(self.quantized)))
             return
         self._complete_rows()
         written = []  # the lines so far: what is left of the screen goes to the findings
@@ -318,6 +411,9 @@ class Summary:
             _wrap(write_line, f"Pairs (each cell against its family member's anchor, bound: the sum of both): "
                               f"{len(self.pairs)}, worst diff/bound {worst.worst_ratio:.3f} ({worst.system}); "
                               + (f"NOT equivalent: {', '.join(bad)}" if bad else "all equivalent."))
+        if self.quantized:  # before the findings: what is left of the screen goes to them
+            write_line("")
+            _wrap(write_line, int8_line(int8_summary(self.quantized)))
         findings: dict[str, list] = {}
         for r in self.non_equivalences:
             findings.setdefault(_generic(r["reason"], r["system"]), []).append(r["system"])
@@ -355,6 +451,8 @@ class Summary:
     def render(self, write_line) -> None:
         """The table per system and dtype, in WIDTH columns: rows grouped by family, versions named once."""
         if not self.systems and not self.pairs and not self.non_equivalences:
+            if self.quantized:
+                _wrap(write_line, int8_line(int8_summary(self.quantized)))
             return
         self._complete_rows()
         _wrap(write_line, f"Depth {self.depth}, seed {self.seed}. Each case compares every output (h, and c for an "
@@ -415,6 +513,9 @@ class Summary:
                 by_reason.setdefault(reason, []).append(f"{system} {dtype}")
             for reason, where in by_reason.items():
                 _wrap(write_line, f"{', '.join(where)}: {reason}", indent="  ")
+        if self.quantized:
+            write_line("")
+            _wrap(write_line, int8_line(int8_summary(self.quantized)))
 
 
 WIDTH = 120
