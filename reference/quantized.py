@@ -120,6 +120,21 @@ def activation_half_step(range_upper: float, levels: int = ACTIVATION_LEVELS,
     return scale / 2 * SLACK
 
 
+def row_range_bounds(v: Approx) -> np.ndarray:
+    """``range_bound`` of each column of a computed (features, batch) operand on its own: (1, batch), an upper bound
+    of max(v_b, 0) - min(v_b, 0) for each batch row v_b (what a kernel that quantizes each row apart sees)."""
+    hi = np.maximum(np.max(v.value + v.error, axis=0, keepdims=True, initial=0.0), 0.0)
+    lo = np.minimum(np.min(v.value - v.error, axis=0, keepdims=True, initial=0.0), 0.0)
+    return hi - lo
+
+
+def activation_half_steps(range_upper, levels: int = ACTIVATION_LEVELS, smallest_scale: float = SMALL_SCALE):
+    """``activation_half_step`` elementwise over an array of range bounds (0 where a range is 0)."""
+    range_upper = np.asarray(range_upper, np.float64)
+    scale = np.maximum(range_upper / levels, smallest_scale) * (1 + UNIT_ROUNDOFF["float32"])
+    return np.where(range_upper == 0, 0.0, scale / 2 * SLACK)
+
+
 class WeightGrid(Arithmetic):
     """``Arithmetic(dtype)`` on weights known within a grid: the computation multiplies (or adds) each tensor W of
     the cell as some W~ with |W~ - W| <= S, elementwise. ``grids``: (tensor, S, operand) for each of the cell's
@@ -201,7 +216,18 @@ class Quantized(WeightGrid):
         return super().affine(products, biases, diagonal)
 
 
-def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATION_LEVELS, scheme=None):
+class RowQuantized(Quantized):
+    """``Quantized`` for a kernel that quantizes each batch row of each matmul's operand with its own scale
+    (TFLite's hybrid kernels, ``BatchQuantizeFloats``): d per column of the (features, batch) operand, from that
+    row's own range, the step's x and the step's h alike (a row of x is one step's one batch element whether the
+    input matmul runs per step or on the whole sequence, so the layer input's range is not needed)."""
+
+    def operand_step(self, operand: str, v: Approx) -> np.ndarray:
+        return activation_half_steps(row_range_bounds(v), self.levels, self.smallest_scale)
+
+
+def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATION_LEVELS, scheme=None,
+                                  per_row: bool = False):
     """The exact results of the float layer ``stack`` (float64, ``rnn_equivalence.reference.stack.run_stack``'s
     keys) and bounds on |the quantized layer's results - exact|, two dicts with the same keys.
 
@@ -209,8 +235,9 @@ def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATI
     (``half_steps`` of the quantized model's scales, in the canonical layout: the quantized mapping of
     frameworks/torch_quantized.py). ``levels``: the activations' quantization levels (127: uint8 with
     reduce_range); ``scheme``: (levels, smallest scale), in its place (``ORT_ACTIVATIONS``: ONNX Runtime's
-    DynamicQuantizeLSTM, frameworks/onnx_quantized.py). Whole sequences only: a packed batch quantizes its packed
-    data, another tensor."""
+    DynamicQuantizeLSTM, frameworks/onnx_quantized.py). ``per_row``: each batch row of each operand quantized with
+    its own scale (``RowQuantized``: TFLite's hybrid kernels), d from that row's range, not the whole tensor's.
+    Whole sequences only: a packed batch quantizes its packed data, another tensor."""
     levels, smallest_scale = (levels, SMALL_SCALE) if scheme is None else scheme
     stack, grid = StackParams.of(stack), StackParams.of(grid)
     if stack.family == "rnn" or any(p.W_proj is not None or p.peepholes is not None for _, _, p in stack.cells()):
@@ -220,8 +247,9 @@ def quantized_reference_and_bound(stack, grid, xs, state, levels: int = ACTIVATI
         raise ValueError("grid: expected the structure of the stack (layers and directions)")
 
     def arithmetic(p, g, xs: Approx) -> Quantized:
-        return Quantized(p.W_x, np.asarray(g.W_x, np.float64), p.W_h, np.asarray(g.W_h, np.float64),
-                         range_bound(xs), levels, smallest_scale)
+        return (RowQuantized if per_row else Quantized)(p.W_x, np.asarray(g.W_x, np.float64), p.W_h,
+                                                        np.asarray(g.W_h, np.float64), range_bound(xs), levels,
+                                                        smallest_scale)
 
     return _grid_run(stack, grid, xs, state, arithmetic, ("W_x", "W_h"))
 

@@ -220,3 +220,54 @@ def test_reading_a_program_refuses_what_the_evaluation_does_not_assume(adapter):
         adapter.read_program(zeros, config, True, "tanh")
     with pytest.raises(ValueError, match=r"expected 3 MIL 'rnn' op\(s\), one per layer"):
         adapter.read_program(given, LayerConfig(3, False), True, "tanh")
+
+
+@pytest.mark.applies_to(lambda cls: cls.name == "coreml-lstm")
+def test_coremltools_2110_a_float16_program_holds_the_case_the_reference_locates(adapter):
+    """coremltools#2110 (fp16 output wrong, fp32 right: an intermediate overflows), at the level of the
+    specification: the two-layer LSTM of tests/equivalence/test_half_coreml_threads.py (a partial sum of layer 1's
+    forget gate passes 65504 in float16, nothing else near it) converted with ``compute_precision=FLOAT16``.
+    Measured (coremltools 9.0): for iOS15 and iOS16 the converter leaves the ``lstm`` ops in float32 (their
+    weights float32; the program cannot overflow there: ``overflow`` in float32); from iOS17 they read and write
+    float16 and hold the case's weights bit for bit (the biases summed in float16), so the reference's float16
+    evaluation of that program locates the overflow where it does on the case (layer 1, step 2, gate f, unit 0,
+    batch element 0, a partial sum). Whether Core ML's float16 kernels accumulate in half (and so overflow there)
+    is the runtime's, not checked here (no Core ML on Linux)."""
+    import contextlib
+    import io
+
+    from rnn_equivalence.reference.overflow_site import first_overflow
+    from rnn_equivalence.reference.tolerance import overflow
+    from tests.equivalence.test_half_coreml_threads import data, passing_cell_stack
+
+    ct, torch = adapter.ct, adapter.torch
+    stack, xs = passing_cell_stack(), data()
+    config = LayerConfig(2, False, initial_state=False, options=(("batch_first", False),))
+    native = adapter.to_native(stack.astype("float32"), config)
+    module, args = adapter.torch_module(native, xs.astype(np.float32), None, config, "tanh")
+    traced = torch.jit.trace(module, args)
+
+    def read(target: str):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            program = ct.convert(traced, inputs=[ct.TensorType(shape=tuple(a.shape)) for a in args],
+                                 convert_to="milinternal", compute_precision=ct.precision.FLOAT16,
+                                 minimum_deployment_target=getattr(ct.target, target))
+        return adapter.from_native(adapter.read_program(program, config, False, "tanh"), config)
+
+    _, expected = first_overflow(stack, xs, None, "float16")
+    for target in ("iOS15", "iOS16"):
+        held = read(target)
+        assert all(p.W_x.dtype == np.float32 for _, _, p in held.cells()), target
+        assert not overflow(held.astype("float64"), xs, None, "float32").possible, target
+    held = read("iOS17")
+    for (k, _, p16), (_, _, p) in zip(held.cells(), stack.cells()):
+        assert p16.W_x.dtype == np.float16, (k, p16.W_x.dtype)
+        np.testing.assert_array_equal(p16.W_x.astype(np.float64), p.W_x, err_msg=f"layer {k} W_x")
+        np.testing.assert_array_equal(p16.W_h.astype(np.float64), p.W_h, err_msg=f"layer {k} W_h")
+        np.testing.assert_array_equal(p16.b_x.astype(np.float64),
+                                      np.asarray(p.b_x + p.b_h, np.float16).astype(np.float64), err_msg=f"layer {k} b")
+    _, site = first_overflow(held.astype("float64"), xs, None, "float16")
+    print(f"coremltools#2110: the iOS17 FLOAT16 program overflows at {site}")
+    assert site is not None and (site.layer, site.step, site.gate, site.unit, site.batch, site.operation) == \
+        (expected.layer, expected.step, expected.gate, expected.unit, expected.batch, expected.operation) == \
+        (1, 2, "f", 0, 0, "partial sum"), (site, expected)
