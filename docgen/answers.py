@@ -358,24 +358,31 @@ def kept_out(report: dict, systems: list[str]) -> str:
             f"({links}{', …' if len(rows) > 2 else ''}).")
 
 
+# The modules of the systems the half-precision lead names (PyTorch's, Keras's, Flax's and Equinox's).
+HALF_MODULES = (".pytorch", ".torch_programs", ".keras_adapters", ".flax_cells", ".equinox_cells")
+
+
 def half_figures(report: dict) -> dict:
     """The half-precision question's figures, from the report's float16 and bfloat16 rows: their systems, cases
     (whole sequences, padded and chunked runs) and worst err/bound, a line per format, and the rows UNPROVEN by
     the wrong mappings their systems pin (``TestPlan.mutations_within_bound``), named. What the lead says of
-    them is checked: PyTorch alone runs in half, judged by the bound of float32 within each op with half storage
-    (a mixed policy's), and no row is in another format (int8)."""
+    them is checked: PyTorch, Keras, Flax and Equinox alone run in half, judged by the bound of float32 within each
+    op with half storage (a mixed policy's, XLA's with its composed activations' inner roundings), and no row is in
+    another format (int8)."""
     from rnn_equivalence.frameworks import ADAPTERS
     from rnn_equivalence.harness.detection import caught_beyond
-    from rnn_equivalence.reference.formats import HALF_FORMATS, MIXED_POLICIES
+    from rnn_equivalence.reference.formats import COMPOSED_ACTIVATION_POLICIES, HALF_FORMATS, MIXED_POLICIES
 
     rows = dtype_rows(HALF_FORMATS, report)
     where = "half-precision: the lead says"
     others = sorted({f"{r['system']} {r['dtype']}" for r in rows
-                     if not ADAPTERS[r["system"]].__module__.endswith((".pytorch", ".torch_programs", ".keras_adapters"))})
+                     if not ADAPTERS[r["system"]].__module__.endswith(HALF_MODULES)})
     if others:
-        raise AnswerContradicted(f"{where} frameworks other than PyTorch and Keras are not in these rows, but the "
+        raise AnswerContradicted(f"{where} frameworks other than PyTorch, Keras, Flax and Equinox are not in these "
+                                 f"rows, but the "
                                  f"report has {', '.join(others)}")
-    unjudged = [f"{r['system']} {r['dtype']}" for r in rows if r.get("arithmetic") not in MIXED_POLICIES]
+    unjudged = [f"{r['system']} {r['dtype']}" for r in rows
+                if r.get("arithmetic") not in {**MIXED_POLICIES, **COMPOSED_ACTIVATION_POLICIES}]
     if unjudged:
         raise AnswerContradicted(f"{where} the rows are judged by float32 arithmetic with half storage, but "
                                  f"{', '.join(unjudged)} is judged by another bound")

@@ -926,9 +926,9 @@ QUESTIONS = (
         "half-precision",
         "Is my float16, bfloat16 or int8 recurrent model still the same?",
         (Claim("Yes", "within half precision on {systems} systems, float16 and bfloat16 ({cases} cases, worst "
-                      "err/bound {worst}), judged by the bound of float32 arithmetic with half storage, what both "
+                      "err/bound {worst}), judged by the bound of float32 arithmetic with half storage, what they "
                       "compute.{unproven} Other frameworks and int8: tested by name (below)",
-               about="PyTorch and Keras on a CPU", dtypes=HALF_FORMATS),),
+               about="PyTorch, Keras, Flax and Equinox on a CPU", dtypes=HALF_FORMATS),),
         r"e_{\text{affine}} = \big((1 + \gamma_n(u_{32}))(1 + \gamma_m(u_s)) - 1\big) \sum_k \lvert "
         r"\text{term}_k \rvert + \text{propagated}, \quad u_{32} = 2^{-24},\ u_s = 2^{-11}\ "
         r"\text{(float16)},\ 2^{-8}\ \text{(bfloat16)}",
@@ -936,17 +936,23 @@ QUESTIONS = (
         notes=("**The bound:** each operation in float32 (u₃₂, n the terms of a sum), each result stored in half "
                "(u_s, m the stored groups of a sum: about 4 u_s for a sum, against n u_s computed in half "
                "throughout), derived in [TOLERANCES.md](TOLERANCES.md#a-mixed-policy-float32-arithmetic-half-storage). "
-               "The data are the float32 case's rounded once to the format. By format:\n{formats}",
+               "Flax's and Equinox's rows (XLA on a CPU) add the inner roundings of their sigmoid and hard sigmoid, "
+               "each composed of operations stored in half (1 / (1 + exp(-z)), measured: "
+               "frameworks/flax_cells.py). The data are the float32 case's rounded once to the format. By "
+               "format:\n{formats}",
                "{wrong_mappings}",
                "**Tested by name, not in these rows:** ONNX Runtime's float16 RNN, LSTM and GRU nodes compute in "
                "float32, their outputs rounded once (tests/equivalence/test_half_onnx.py); TFLite's float16 "
                "quantization stores the weights in float16 and computes in float32 "
-               "(tests/equivalence/test_half_tflite.py); PyTorch's int8 dynamic quantization of LSTM and GRU stays "
-               "within the bound its grid implies (tests/equivalence/test_quantized_torch.py); Keras 3 on torch "
+               "(tests/equivalence/test_half_tflite.py); int8 dynamic quantization (PyTorch's LSTM and GRU, ONNX "
+               "Runtime's LSTM, TFLite's LSTM and GRU) stays within the bound its grid implies, ONNX Runtime's "
+               "depending on the batch by design (the report's int8 section; tests/equivalence/test_quantized_*.py); "
+               "the first float16 overflow inside a model located by the reference, layer, step, gate and "
+               "operation (coremltools#2110: tests/equivalence/test_half_coreml_threads.py); Keras 3 on torch "
                "does not carry a stateful layer's state under a mixed policy (tests/equivalence/test_half_keras.py).",
-               "**Not checked yet:** JAX, Flax and Equinox in half; OpenVINO in bf16 (this machine's CPU has none); "
-               "int8 in ONNX Runtime and TFLite; gradients and optimizer steps in half (no derived half bound for "
-               "them). CUDA's kernels are not run."),
+               "**Not checked yet:** OpenVINO in bf16 (this machine's CPU has none); gradients and optimizer steps in "
+               "half (no derived half bound for them); Core ML's runtime in float16 (it needs macOS). CUDA's "
+               "kernels are not run."),
         snippet=HALF_SNIPPET, snippet_needs=("torch",), dtypes=HALF_FORMATS,
         caveat="pytorch/pytorch#175845 reports an LSTM in fp16 off its fp32 run by a relative L2 error of 4.1e-4 "
                "on CUDA. On CPU it is 6.0e-4 (torch 2.13.0), every element within the derived bound "

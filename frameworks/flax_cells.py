@@ -37,6 +37,41 @@ Gradients are jax.vjp of the one function run_native calls (``_run``: the weight
 initial state in, the outputs out), so what is differentiated is the forward the suite compares,
 the nnx.RNN adapter's zeroing of padded steps included. One optimizer step is optax's (optax.sgd,
 optax.adam), the optimizers Flax trains with (nnx.Optimizer wraps them).
+
+Half precision (float16, bfloat16; issue 37), Flax's systems and Equinox's (the same XLA): the cells and layers built
+in that dtype (``dtype`` and ``param_dtype``), on the case's data rounded to it (NumPy float16 and ml_dtypes' bfloat16
+arrays, which JAX takes as they are). What XLA computes there on a CPU was measured (jax and jaxlib 0.10.2, flax
+0.12.8, equinox 0.13.8, ml_dtypes 0.6.0; the compiled HLO, and the results against the exact values):
+
+- a matrix product on half operands (``x @ kernel``, jnp.dot, ``preferred_element_type`` left at its default, as
+  Flax's denses and Equinox's cells call it) is a float32 dot between two converts: accumulated in float32 and
+  rounded once. 1024 + 1000 x 0.25 comes out 1274 exactly in float16 (1424 of 1024 + 200 x 2 in bfloat16), where a
+  sum in half stays 1024; a random (64, 37) @ (37, 29) equals the exact product rounded once, every element;
+- every elementwise operation's result is stored in half: in bfloat16 each is a float32 operation between converts,
+  all kept inside a fusion ((1024 + 0.25) + 0.25 stays 1024), in float16 each a float16 operation (computed in float32
+  and rounded, the CPU having no float16 arithmetic); jnp.tanh is one operation, equal to the exact tanh rounded once
+  on every half value in [-8, 8];
+- but jax.nn.sigmoid is lowered as 1 / (1 + exp(-z)) (negate, exponential, add, divide: its StableHLO), each result
+  stored in half: 62% (float16) and 66% (bfloat16) of the values in [-8, 8] equal the exact sigmoid rounded once, the
+  worst 2.1 u (float16) and 2.2 u (bfloat16) off, relatively; jax.nn.hard_sigmoid is relu6(z + 3) / 6, z + 3 stored.
+
+So the bound of a mixed policy (float32 within each operation, an activation one of them: what PyTorch and Keras are
+judged by) does not hold: a right run exceeds it, 1.12 (float16) and 1.05 (bfloat16) times on 50-step SimpleCell
+cases with sigmoid, 1.26 with the hard sigmoid, and 1.63 and 1.76 (float16), 1.56 and 1.30 (bfloat16) on one step
+from exact arguments (tests/equivalence/test_half_jax.py). The bound of half throughout holds everywhere (worst 0.32)
+but is too wide to catch wrong mappings in bfloat16 (an LSTM's gates i and f swapped: 0.68 of it on the mutation case,
+1.53 on the one-step case; a GRU's b_hn dropped 1.51 and 1.75, below harness/detection.py's 2.5). The JAX half rows
+are judged by the bound of what XLA computes (``HALF_ARITHMETIC``: a mixed policy whose sigmoid and hard sigmoid are
+composed of operations stored in half, reference/tolerance.py ``Arithmetic.composed_error``; shown "float16 (float32
+within each op, activations composed in half)"): at full depth (seed 0, every JAX system, 1 756 half tests) the
+rows' worst err/bound is 0.15 to 0.75 (flax-nnx-rnn float16; flax-nnx and flax-linen 0.75 float16, 0.61 bfloat16;
+the gated cells 0.15 to 0.32), 0.90 on the one-step grid of test_half_jax.py; every wrong mapping caught on the
+mutation case in both formats, none pinned below it (``mutations_within_bound``). The least: an LSTM's gates i and f
+swapped in bfloat16 (the input denses ii and if alone), 2.52 times the bound, flax nnx and linen alike, a thin margin
+over harness/detection.py's 2.5 (the mutation case's seed is fixed: it does not move with ``--seed``); 3.27 its hidden
+kernels not transposed.
+Gradients and optimizer steps do not run in half: they have no derived half bound (frameworks/plan.py,
+``CAPABILITY_DTYPES``). Short of full depth flax-nnx runs float16 and equinox-gru bfloat16 (``DEFAULT_HALF``).
 """
 
 from __future__ import annotations
@@ -48,6 +83,7 @@ from rnn_equivalence.frameworks.base import (
     swapped, swapped_names, transposed,
 )
 from rnn_equivalence.frameworks.jax_cache import use_persistent_cache
+from rnn_equivalence.reference.formats import HALF_FORMATS
 from rnn_equivalence.reference.params import GATED, state_keys
 from rnn_equivalence.reference.stack import DIRECTIONS
 
@@ -577,6 +613,25 @@ class FlaxNNXRNNRunner(FlaxRunner):
 # --- the systems: each a runner, a mapping and its test plan ----------------------------------------------
 
 
+# The arithmetic the half rows of every JAX system (Flax's and Equinox's) are judged by, measured (the module
+# docstring, "Half precision"): float32 within each operation, each result stored in half, and the activations
+# sigmoid and hard sigmoid composed of several such operations (reference/formats.py, COMPOSED_ACTIVATION_POLICIES).
+HALF_ARITHMETIC = {half: f"mixed_{half}_composed_activations" for half in HALF_FORMATS}
+# Short of full depth (rnn_equivalence.harness.depth), one system of each library runs one half format, both formats
+# and both libraries met: flax-nnx float16, equinox-gru bfloat16; every other JAX half row at full depth only
+# (``full_depth_dtypes``: JAX compiles each structure again per dtype). Measured (2 cores, another run beside it, one
+# run each; summed test durations of test_reference.py, test_padded.py, test_mutations.py and test_half_jax.py with
+# --systems=flax-nnx,equinox-gru): the half rows add 1.9 s and test_half_jax.py 2.6 s with JAX's persistent cache warm,
+# 5.1 s and 4.8 s without it (RNN_EQ_NO_CONVERSION_CACHE=1). At full depth the nine JAX systems' half rows are 1 756
+# tests (397 s in one process).
+DEFAULT_HALF = {"flax-nnx": ("float16",), "equinox-gru": ("bfloat16",)}
+
+
+def full_depth_halves(name: str) -> tuple[str, ...]:
+    """The half formats the JAX system ``name`` runs at full depth only: those ``DEFAULT_HALF`` does not give it."""
+    return tuple(h for h in HALF_FORMATS if h not in DEFAULT_HALF.get(name, ()))
+
+
 class FlaxAdapter(Adapter):
     """A Flax system: what every one declares."""
 
@@ -588,6 +643,12 @@ class FlaxAdapter(Adapter):
     # layer's whole run (``_whole_run_key``); the gradients' forward and pullback whole, a cell's steps in
     # one lax.scan (``gradients_native``); eagerly on one case (set_compiled(False)).
     compiles = True
+    # float16 and bfloat16 (issue 37): the forward capabilities only (frameworks/plan.py, CAPABILITY_DTYPES), judged
+    # by the bound of the arithmetic measured (``HALF_ARITHMETIC``; the module docstring, "Half precision"); short
+    # of full depth only the systems of ``DEFAULT_HALF`` run a half format, each its own (``full_depth_halves``).
+    dtypes = ("float32", "float64", *HALF_FORMATS)
+    arithmetic = HALF_ARITHMETIC
+    full_depth_dtypes = HALF_FORMATS
 
 
 # The specs compared (rnn_equivalence.reference.params). A SimpleCell takes any function: the defaults, and
@@ -614,6 +675,7 @@ def _swap_dense(native: Native, a: str, b: str) -> Native:
 class FlaxNNXSimpleCell(FlaxNNXCellRunner, FlaxNNXSimpleCellMapping, FlaxAdapter):
     name = "flax-nnx"
     cell = "flax.nnx.SimpleCell"
+    full_depth_dtypes = full_depth_halves(name)
     activations = SIMPLE_CELL_ACTIVATIONS
     mutations = {
         "dense_i.kernel not transposed": transposed("dense_i.kernel"),

@@ -73,7 +73,9 @@ rule where it runs:
   from h0, a bidirectional layer, a widened batch per row; 5 steps), onnxruntime#10111, #15465, the GRU left float
   and both quantizer bugs, some 1 s; the 50- and 20-step and batch-8 cases at full depth only (``by_depth``);
 - tests/equivalence/test_quantized_tflite.py: TFLite's int8 dynamic-range Keras 2 LSTM and GRU and the full-integer
-  LSTM, 4 conversions (some 8 s from a cold cache); Keras 3's GRU and a widened Keras 2 GRU at full depth;
+  LSTM, 4 conversions (some 8 s from a cold cache); Keras 3's GRU, a widened Keras 2 GRU and the two-layer
+  bidirectional LSTM at full depth, and tensorflow/model-optimization#1090's three calibrations (a child process each,
+  TensorFlow imported and a model calibrated: 15 to 25 s apiece, for a thread about a converter, not a mapping);
 - tests/equivalence/test_half_tflite.py: TFLite's float16 quantization on Keras 2's LSTM and Keras 3's GRU, each on
   its first configuration with its first wrong mapping (two conversions each); at full depth every TFLite system,
   configuration and wrong mapping;
@@ -98,7 +100,10 @@ Half formats (issue 37) a system runs at full depth only (``TestPlan.full_depth_
 the thirteen layer systems (jax 26 to 31 s a system, tensorflow 7 to 10 s, torch 1.4 to 3.3 s), against a budget of
 15 s: at default keras-tf-lstm-rnn runs float16 and tf-keras-rnn bfloat16 (this process's backend, both Keras
 implementations, both formats), tests/equivalence/test_half_keras.py runs on keras-tf-lstm-rnn and keras-tf-rnn,
-and every other Keras half row at full depth (frameworks/keras_plan.py, ``DEFAULT_HALF``).
+and every other Keras half row at full depth (frameworks/keras_plan.py, ``DEFAULT_HALF``). Flax's and Equinox's
+half rows likewise: at default flax-nnx runs float16 and equinox-gru bfloat16 (both libraries, both formats; some
+4.5 s with the JAX compilation cache warm, 10 s without), every other at full depth (frameworks/flax_cells.py,
+``DEFAULT_HALF``); tests/equivalence/test_half_jax.py runs on those two at default, on all nine at full depth.
 
 Chosen with ``--depth`` or ``RNN_EQ_DEPTH``; the report names it, with the seed.
 """

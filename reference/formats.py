@@ -24,6 +24,13 @@ HALF_FORMATS = ("float16", "bfloat16")
 FORMATS = ("float64", "float32", *HALF_FORMATS)
 # A mixed policy: its name, and the half format its results are stored in (its arithmetic is float32).
 MIXED_POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+# A mixed policy whose activations are not single operations (issue 37: XLA on a CPU, Flax's and Equinox's half rows):
+# products and elementwise operations as the mixed policy (float32 within each operation, each result stored in
+# half), but jax.nn.sigmoid is 1 / (1 + exp(-z)) and jax.nn.hard_sigmoid relu6(z + 3) / 6, each of their operations
+# stored in half: their inner roundings are counted too (reference/tolerance.py, ``Arithmetic.composed_error``).
+# Its name, and the half format it stores in.
+COMPOSED_ACTIVATION_POLICIES = {"mixed_float16_composed_activations": "float16",
+                                "mixed_bfloat16_composed_activations": "bfloat16"}
 
 
 def dtype_text(dtype: str, arithmetic: str = "") -> str:
@@ -33,6 +40,8 @@ def dtype_text(dtype: str, arithmetic: str = "") -> str:
         return dtype
     if arithmetic in MIXED_POLICIES:
         return f"{dtype} (float32 within each op)"
+    if arithmetic in COMPOSED_ACTIVATION_POLICIES:
+        return f"{dtype} (float32 within each op, activations composed in half)"
     return f"{dtype} ({arithmetic})"
 
 
@@ -59,6 +68,8 @@ def finfo(name):
 
 def storage_format(dtype: str) -> str:
     """The format a computation in ``dtype`` (a format or a mixed policy) stores its results in."""
+    if dtype in COMPOSED_ACTIVATION_POLICIES:
+        return COMPOSED_ACTIVATION_POLICIES[dtype]
     if dtype not in FORMATS and dtype not in MIXED_POLICIES:
         raise ValueError(f"dtype: expected a format {FORMATS} or a mixed policy {tuple(MIXED_POLICIES)}, "
                          f"got {dtype!r}")

@@ -37,7 +37,9 @@ from rnn_equivalence.reference.activations import (
     BREAKPOINTS, HARD_SIGMOIDS, MAX_CURVATURE, RANGE_WIDTHS, activation, derivative, max_slope,
 )
 from rnn_equivalence.reference.equations import STEPS as EQUATIONS
-from rnn_equivalence.reference.formats import HALF_FORMATS, MIXED_POLICIES, check_exact, finfo, storage_format
+from rnn_equivalence.reference.formats import (
+    COMPOSED_ACTIVATION_POLICIES, HALF_FORMATS, MIXED_POLICIES, check_exact, finfo, storage_format,
+)
 from rnn_equivalence.reference.params import CellParams
 from rnn_equivalence.reference.stack import DIRECTIONS, StackParams, drive
 
@@ -147,10 +149,13 @@ class Arithmetic:
     stored (0 otherwise). docs/TOLERANCES.md, "Lower precision", derives the half and mixed bounds."""
 
     def __init__(self, dtype: str):
-        mixed = dtype in MIXED_POLICIES
+        mixed = dtype in MIXED_POLICIES or dtype in COMPOSED_ACTIVATION_POLICIES
         self.u = operation_roundoff(dtype)
         self.u_sum = UNIT_ROUNDOFF["float32" if mixed else dtype]
         self.u_stored = UNIT_ROUNDOFF[storage_format(dtype)] if mixed else 0.0
+        # Activations composed of several operations, each stored in half (formats.COMPOSED_ACTIVATION_POLICIES):
+        # their inner roundings (``composed_error``).
+        self.composed = dtype in COMPOSED_ACTIVATION_POLICIES
         # Gradual underflow: a result rounded to a half format below its smallest normal (float16: 6.1e-5) is off
         # by up to half the subnormal spacing, absolutely (float16: 2**-25 = 3.0e-8; u |x| does not cover it), once
         # per rounding to the format. Measured: Keras's float16 relu and GRU layers over 50 steps, one subnormal ulp
@@ -194,9 +199,26 @@ class Arithmetic:
         slope = max_slope(g, a.value - a.error, a.value + a.error)
         value = activation(g)(a.value)
         error = slope * a.error + activation_error(g, a.magnitude, self.u_sum)
+        inner = self.composed_error(g, a, np.abs(value) + slope * a.error) if self.composed else 0.0
+        error = error + inner
         if g in RANGE_WIDTHS:
-            error = np.minimum(error, RANGE_WIDTHS[g] + activation_error(g, 0.0, self.u_sum))
+            error = np.minimum(error, RANGE_WIDTHS[g] + activation_error(g, 0.0, self.u_sum) + inner)
         return Approx(value, self.stored(value, error) + self.eta)
+
+    def composed_error(self, g: str, a: Approx, largest) -> np.ndarray:
+        """Under a policy of composed activations, the roundings inside g before its last (which ``stored``
+        counts), g at the computed argument being at most ``largest`` (|g(z)| + L e). sigmoid as 1 / (1 + exp(-z))
+        (jax.nn.sigmoid), exp(-z) and 1 + exp(-z) each stored in half: a relative error within gamma_3 (Higham's
+        lemma 3.1: a product of three factors (1 + d)^-1 or (1 + d), |d| <= one operation's u_op plus float32 exp's
+        own 4 ulps; three, not two, for the last rounding's u_op beyond the u_s ``stored`` counts). The relu6 hard
+        sigmoid as relu6(z + 3) / 6 (jax.nn.hard_sigmoid), z + 3 stored: u_op |z + 3| / 6 <= u_op (a (|z| + e) + b).
+        tanh, relu and identity are one operation each: nothing more."""
+        if g == "sigmoid":
+            return gamma(3, self.u + ACTIVATION_ULPS["sigmoid"] * 2 * self.u_sum) * largest
+        if g == "hard_sigmoid_relu6":
+            slope, offset = HARD_SIGMOIDS[g]
+            return self.u * (slope * (np.asarray(a.magnitude) + a.error) + offset)
+        return np.zeros_like(np.asarray(largest, np.float64))
 
     def clip(self, a: Approx, threshold) -> Approx:
         if threshold is None:
