@@ -61,7 +61,9 @@ def activation_error(g: str, magnitude, u: float):
     if g in HARD_SIGMOIDS:
         a, b = HARD_SIGMOIDS[g]
         return HARD_SIGMOID_ROUNDINGS * u * (a * np.asarray(magnitude) + b)
-    return ACTIVATION_ULPS[g] * 2 * u + 0 * np.asarray(magnitude)
+    # zeros_like, not 0 * magnitude: a bound grown past float64's range (half throughout, relu over 50 steps: its
+    # error terms multiply) is inf, no claim, and 0 * inf would make the next activation's bound nan, a failure.
+    return ACTIVATION_ULPS[g] * 2 * u + np.zeros_like(np.asarray(magnitude, dtype=np.float64))
 
 
 def gamma(n: int, u: float) -> float:
@@ -213,11 +215,15 @@ class Arithmetic:
         own 4 ulps; three, not two, for the last rounding's u_op beyond the u_s ``stored`` counts). The relu6 hard
         sigmoid as relu6(z + 3) / 6 (jax.nn.hard_sigmoid), z + 3 stored: u_op |z + 3| / 6 <= u_op (a (|z| + e) + b).
         tanh, relu and identity are one operation each: nothing more."""
+        # Both are within [0, 1] whatever their argument, so their inner roundings are relative to at most 1: without
+        # that cap an argument's error grown past float64's range (relu over 50 steps) would make the range cap of
+        # ``activation`` inf too.
         if g == "sigmoid":
-            return gamma(3, self.u + ACTIVATION_ULPS["sigmoid"] * 2 * self.u_sum) * largest
+            return gamma(3, self.u + ACTIVATION_ULPS["sigmoid"] * 2 * self.u_sum) * np.minimum(largest, 1.0)
         if g == "hard_sigmoid_relu6":
+            # relu6(z + 3) / 6 moves only where the stored z + 3 is in [0, 6 (1 + u)]: at most u (1 + u)
             slope, offset = HARD_SIGMOIDS[g]
-            return self.u * (slope * (np.asarray(a.magnitude) + a.error) + offset)
+            return self.u * np.minimum(slope * (np.asarray(a.magnitude) + a.error) + offset, 1.0 + self.u)
         return np.zeros_like(np.asarray(largest, np.float64))
 
     def clip(self, a: Approx, threshold) -> Approx:

@@ -30,7 +30,7 @@ from rnn_equivalence.frameworks.plan import arithmetic_of
 from rnn_equivalence.harness.cases import case_of
 from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
 from rnn_equivalence.reference.config import CELL
-from rnn_equivalence.reference.formats import COMPOSED_ACTIVATION_POLICIES, HALF_FORMATS, numpy_dtype, round_to
+from rnn_equivalence.reference.formats import COMPOSED_ACTIVATION_POLICIES, HALF_FORMATS, finfo, numpy_dtype, round_to
 from rnn_equivalence.reference.params import CellParams
 from rnn_equivalence.reference.precision import run_rounded
 from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
@@ -173,3 +173,98 @@ def test_tanh_is_one_operation(adapter, half):
     ratios = activation_ratios(adapter, "tanh", half)
     assert ratios["mixed"] <= 1, ratios
     assert ratios["claimed"] == ratios["mixed"], ratios
+
+
+def format_values(half: str, low: float, high: float) -> np.ndarray:
+    """Every finite value of the format in [low, high], ascending (float64)."""
+    with np.errstate(invalid="ignore"):  # the NaNs' bit patterns
+        every = np.arange(2**16, dtype=np.uint16).view(numpy_dtype(half)).astype(np.float64)
+    every = every[np.isfinite(every)]
+    return np.unique(every[(every >= low) & (every <= high)])
+
+
+def exact_sigmoid(z: np.ndarray) -> np.ndarray:
+    """sigma(z) in float64 for z <= 0 as exp(z) / (1 + exp(z)): relatively accurate however small."""
+    t = np.exp(z)
+    return t / (1.0 + t)
+
+
+def sigmoid_as_xla(adapter, z: np.ndarray, half: str) -> np.ndarray:
+    """jax.nn.sigmoid at each value of ``z`` (values of the format), as the SimpleCell applies it on one step:
+    h = sigmoid(1 * z + 0), the pre-activation exact (``activation_grid``'s cell)."""
+    params, _ = activation_grid("sigmoid", half)
+    xs = np.asarray(z, np.float64)[None, :, None]
+    actual = adapter.run(params.astype(numpy_dtype(half)), xs.astype(numpy_dtype(half)), None, CELL)
+    return actual["h"].astype(np.float64)[..., 0].reshape(-1)
+
+
+@pytest.mark.applies_to(simple_cell, short_of_full=default_on("flax-nnx"))
+def test_xla_float16_sigmoid_underflows_to_zero_where_the_value_is_representable(adapter):
+    """In float16 jax.nn.sigmoid is 1 / (1 + exp(-z)), each operation stored in half: exp(-z) overflows float16
+    (65504; inf from 65520 on, z <= -ln 65520 = -11.0901) and the sigmoid is 0 for every float16 z <= -11.09375
+    (the threshold, found by bisection; jax 0.10.2), where the true value (1.5e-5 there, 6.1e-6 at -12, 1.1e-7 at
+    -16) is a float16 subnormal: down to -17.328125, the last z whose sigma rounds to more than 0 (below half the
+    smallest subnormal, 2^-25, at z = -17.33, it rounds to 0 too). A relative error of 1, which the relative
+    gamma_3 of the composed bound does not cover (``test_xla_float16_sigmoid_zero_is_beyond_the_composed_bound``).
+    bfloat16 has float32's range: no overflow there, every bfloat16 z in the same range within 1.32 u of sigma,
+    relatively (asserted within 4 u, about the relative part of the composed bound). (It is 0 only from z = -87.5
+    on, as float32's is: 1 / (1 + exp(-z)) falls under float32's smallest normal, 1.2e-38, and XLA on a CPU flushes
+    it to 0, where a bfloat16 subnormal would hold it; the bound's absolute E_g covers that.)"""
+    z = format_values("float16", -18.0, -8.0)
+    h = sigmoid_as_xla(adapter, z, "float16")
+    # bisection over the float16 values: z[low] gives 0, z[high] does not
+    low, high = 0, len(z) - 1
+    assert h[low] == 0 and h[high] > 0, (z[low], h[low], z[high], h[high])
+    while high - low > 1:
+        middle = (low + high) // 2
+        if sigmoid_as_xla(adapter, z[middle:middle + 1], "float16")[0] == 0:
+            low = middle
+        else:
+            high = middle
+    threshold = z[low]
+    print(f"\nfloat16: jax.nn.sigmoid is 0 for z <= {threshold!r}, {z[high]!r} gives {h[high]:.3g}")
+    assert -11.2 < threshold < -11.0, threshold
+    true = exact_sigmoid(z)
+    representable = round_to(true, "float16") > 0
+    lost = (z <= threshold) & representable
+    assert -17.4 < z[lost].min() < -17.2, z[lost].min()  # where sigma falls under half the smallest subnormal
+    assert np.all(h[lost] == 0), z[lost][h[lost] != 0]
+    assert np.all(h[z > threshold] > 0), z[(z > threshold) & (h == 0)]
+    print(f"float16: {lost.sum()} values of z in [{z[lost].min()}, {threshold}] give 0 where sigma is "
+          f"{true[lost].min():.3g} to {true[lost].max():.3g}, representable")
+
+    z = format_values("bfloat16", -17.4, -11.0)
+    h = sigmoid_as_xla(adapter, z, "bfloat16")
+    true = exact_sigmoid(z)
+    relative = np.abs(h - true) / true / float(finfo("bfloat16").eps / 2)  # in u = 2^-8
+    print(f"bfloat16: {len(z)} values of z in [{z.min()}, {z.max()}], worst {relative.max():.3g} u off, relatively")
+    assert np.all(h > 0) and relative.max() <= 4, (z[np.argmax(relative)], relative.max())
+
+
+def sigmoid_ratio(adapter, half: str, low: float, high: float) -> float:
+    """The worst err/bound, under the arithmetic claimed (composed activations), of a SimpleCell with sigmoid on one
+    step whose pre-activations are every value of the format in [low, high] (``activation_grid``'s cell)."""
+    params, _ = activation_grid("sigmoid", half)
+    xs = format_values(half, low, high)[None, :, None]
+    actual = adapter.run(params.astype(numpy_dtype(half)), xs.astype(numpy_dtype(half)), None, CELL)
+    exact, bound = reference_and_bound(params, xs, None, arithmetic_of(adapter, half))
+    return float(np.max(np.abs(actual["h"].astype(np.float64) - exact["output"]) / bound["output"]))
+
+
+@pytest.mark.applies_to(simple_cell, short_of_full=default_on("flax-nnx"))
+def test_xla_float16_sigmoid_zero_is_beyond_the_composed_bound(adapter):
+    """The consequence for a run: a SimpleCell with sigmoid whose pre-activations are in [-16, -11.2] (one step,
+    every value of the format) gives 0 in float16
+    (``test_xla_float16_sigmoid_underflows_to_zero_where_the_value_is_representable``), beyond the composed bound
+    (measured 16.2 times it, at z = -11.2; 17.4 at the threshold, -11.09375; jax 0.10.2): a proved difference of
+    the framework, not of the bound, whose relative gamma_3 does not cover a relative error of 1 (its absolute
+    E_g(u_32), 8 u_32 = 4.8e-7, covers the zero where sigma is about that or less: every float16 z beyond the bound
+    is in [-14.46, -11.09375]). bfloat16, on the same range, is within its bound (0.011), and so is float16 on
+    [-11, -8], above the threshold (0.048): the range is the premise."""
+    beyond = sigmoid_ratio(adapter, "float16", -16.0, -11.2)
+    within = sigmoid_ratio(adapter, "bfloat16", -16.0, -11.2)
+    above = sigmoid_ratio(adapter, "float16", -11.0, -8.0)
+    print(f"\nerr/bound: float16 on [-16, -11.2] {beyond:.3g}, bfloat16 {within:.3g}, float16 on [-11, -8] {above:.3g}")
+    assert beyond > 1, f"float16 sigmoid on [-16, -11.2]: {beyond:.3g} times the composed bound, expected beyond it"
+    assert within <= 1, f"bfloat16 sigmoid on [-16, -11.2]: {within:.3g} times the composed bound"
+    assert above <= 1, f"float16 sigmoid on [-11, -8]: {above:.3g} times the composed bound"
