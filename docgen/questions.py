@@ -925,10 +925,10 @@ QUESTIONS = (
     Question(
         "half-precision",
         "Is my float16, bfloat16 or int8 recurrent model still the same?",
-        (Claim("Yes", "within half precision on {systems} systems, float16 and bfloat16 ({cases} cases, worst "
-                      "err/bound {worst}), judged by the bound of float32 arithmetic with half storage, what they "
-                      "compute.{unproven} Other frameworks and int8: tested by name (below)",
-               about="PyTorch, Keras, Flax and Equinox on a CPU", dtypes=HALF_FORMATS),),
+        (Claim("Yes", "on a CPU, within half precision on {systems} systems of {frameworks}, float16 and bfloat16 "
+                      "({cases} cases, worst err/bound {worst}), judged by the bound of float32 arithmetic with half "
+                      "storage, what they compute.{unproven} Other frameworks and int8: tested by name (below)",
+               dtypes=HALF_FORMATS),),
         r"e_{\text{affine}} = \big((1 + \gamma_n(u_{32}))(1 + \gamma_m(u_s)) - 1\big) \sum_k \lvert "
         r"\text{term}_k \rvert + \text{propagated}, \quad u_{32} = 2^{-24},\ u_s = 2^{-11}\ "
         r"\text{(float16)},\ 2^{-8}\ \text{(bfloat16)}",
@@ -939,14 +939,14 @@ QUESTIONS = (
                "Flax's and Equinox's rows (XLA on a CPU) add the inner roundings of their sigmoid and hard sigmoid, "
                "each composed of operations stored in half (1 / (1 + exp(-z)), measured: "
                "frameworks/flax_cells.py). The data are the float32 case's rounded once to the format. By "
-               "format:\n{formats}",
+               "format:\n{formats}{pending}",
                "{wrong_mappings}",
                "**Tested by name, not in these rows:** ONNX Runtime's float16 RNN, LSTM and GRU nodes compute in "
                "float32, their outputs rounded once (tests/equivalence/test_half_onnx.py); TFLite's float16 "
                "quantization stores the weights in float16 and computes in float32 "
                "(tests/equivalence/test_half_tflite.py); int8 dynamic quantization (PyTorch's LSTM and GRU, ONNX "
                "Runtime's LSTM, TFLite's LSTM and GRU) stays within the bound its grid implies, ONNX Runtime's "
-               "depending on the batch by design (the report's int8 section; tests/equivalence/test_quantized_*.py); "
+               "depending on the batch by design (tests/equivalence/test_quantized_*.py); "
                "the first float16 overflow inside a model located by the reference, layer, step, gate and "
                "operation (coremltools#2110: tests/equivalence/test_half_coreml_threads.py); Keras 3 on torch "
                "does not carry a stateful layer's state under a mixed policy (tests/equivalence/test_half_keras.py).",
