@@ -30,7 +30,9 @@ its row is "float16" data judged by the bound of the arithmetic measured (``Test
 - every backend, and tf_keras, computes float32 within each operation and rounds each result to the format: a
   product ``x @ kernel`` accumulates beyond the format (a sum of 1024 and a thousand terms of 0.25 comes out
   1274 exactly in float16, where a sum added up in float16 stays 1024; 1424 of 1024 and 200 terms of 2 in
-  bfloat16), each elementwise operation rounded once. No emulation is bitwise (27 to 66% of the outputs of a
+  bfloat16), each elementwise operation rounded once, but on jax the sigmoid and the relu6 hard sigmoid, which XLA
+  composes of operations each stored in half (frameworks/flax_cells.py, "Half precision"; keras-jax's rows are judged
+  by that arithmetic: frameworks/keras_plan.py, ``XLA_HALF_ARITHMETIC``). No emulation is bitwise (27 to 66% of the outputs of a
   50-step run equal those of ``run_rounded`` under the mixed policy, 20 to 57% under half throughout: Keras adds
   in its own order, the SimpleRNN cell's bias to ``x @ kernel`` before ``h @ recurrent_kernel``, and a recurrence
   carries a last-bit difference on), and every run is within the bound of that arithmetic (the mixed policy's,
