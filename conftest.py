@@ -98,8 +98,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "applies_to(predicate, short_of_full=None): generate the test only for the systems whose adapter class "
-        "satisfies predicate(cls); short of full depth, short_of_full(cls) where given (a coverage decision of "
-        "rnn_equivalence.harness.depth)",
+        "satisfies predicate(cls); short of full depth, short_of_full(cls) where given, or none where it is False "
+        "(the test runs at full depth only) (a coverage decision of rnn_equivalence.harness.depth)",
     )
     config.addinivalue_line(
         "markers",

@@ -57,20 +57,32 @@ class Request:
         return "mutations" if "mutation" in self.arguments else ""
 
 
+def full_depth_only(cls) -> bool:
+    """The predicate short of full depth of a test marked ``applies_to(..., short_of_full=False)``: no system, so
+    that the test is deselected there (its cost written down in rnn_equivalence.harness.depth), not an error."""
+    return False
+
+
 def predicate_at(marker, depth: str) -> Callable | None:
     """A test's ``applies_to`` predicate at ``depth``: its ``short_of_full`` one short of full depth where it
     has one (a test that re-checks, system after system, what one system per converter shows:
-    rnn_equivalence.harness.depth), its own otherwise; None without the marker (every system)."""
+    rnn_equivalence.harness.depth; False: the test runs at full depth only), its own otherwise; None without the
+    marker (every system)."""
     if marker is None:
         return None
     short = marker.kwargs.get("short_of_full")
+    if short is False and depth != "full":
+        return full_depth_only
     return short if short is not None and depth != "full" else marker.args[0]
 
 
 def applicable(predicate: Callable | None, names, test: str) -> list[type]:
     """The selected adapter classes (``names``) ``predicate`` (a test's ``applies_to``) admits. A predicate
     that admits no system at all, selected or not (a renamed system, a removed attribute), is an error:
-    the test would otherwise vanish from every run."""
+    the test would otherwise vanish from every run; but ``full_depth_only``, which says so on purpose (its test's own
+    predicate is checked at full depth)."""
+    if predicate is full_depth_only:
+        return []
     if predicate is not None and not any(predicate(cls) for cls in ADAPTERS.values()):
         raise ValueError(f"{test}: its applies_to predicate admits none of the {len(ADAPTERS)} systems")
     classes = [adapter_class(name) for name in names]

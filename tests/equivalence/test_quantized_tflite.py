@@ -297,7 +297,7 @@ RUNS_1090 = {"thread": ("SimpleRNN", "16x8"), "int8": ("SimpleRNN", "int8"), "co
 
 
 @pytest.mark.parametrize("run", list(RUNS_1090))
-@pytest.mark.applies_to(lambda cls: cls.name == "tflite-keras2-rnn", short_of_full=lambda cls: False)
+@pytest.mark.applies_to(lambda cls: cls.name == "tflite-keras2-rnn", short_of_full=False)
 def test_model_optimization_1090_calibrating_a_recurrent_loop_crashes(adapter, run):
     """Measured (TensorFlow 2.21, tf_keras 2.21): the thread's conversion no longer raises its RuntimeError ("Max and
     min for dynamic tensors should be recorded during calibration"); it kills the process (SIGSEGV) in the

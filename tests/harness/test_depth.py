@@ -194,3 +194,20 @@ def test_the_rule_follows_the_attribute_not_the_name():
     assert len(cases_for(converter, "default")) < len(cases_for(source, "default"))
     assert mutations_for(source, "default") == list(source.mutations) and len(source.mutations) > 1
     assert mutations_for(converter, "default") == list(source.mutations)[:1]
+
+
+def test_a_test_at_full_depth_only_is_deselected_short_of_it_and_checked_at_it():
+    """``applies_to(predicate, short_of_full=False)``: short of full depth no system (the test is deselected, not an
+    error); at full depth its predicate, which must admit a system like any other (a renamed one is an error)."""
+    from rnn_equivalence.harness.parametrize import applicable, full_depth_only, predicate_at
+    from tests.equivalence.test_quantized_tflite import (
+        test_model_optimization_1090_calibrating_a_recurrent_loop_crashes as full_only,
+    )
+
+    (marker,) = [m for m in full_only.pytestmark if m.name == "applies_to"]
+    assert predicate_at(marker, "default") is full_depth_only and predicate_at(marker, "quick") is full_depth_only
+    assert _systems_at(full_only, "full") == {"tflite-keras2-rnn"}
+    assert applicable(full_depth_only, list(ADAPTERS), "t") == []
+    renamed = pytest.mark.applies_to(lambda cls: cls.name == "tflite-keras2-rnnn", short_of_full=False).mark
+    with pytest.raises(ValueError, match="admits none"):
+        applicable(predicate_at(renamed, "full"), list(ADAPTERS), "t")
