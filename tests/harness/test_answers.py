@@ -276,7 +276,7 @@ def test_the_chunked_lead_quotes_the_reports_chunked_records():
     assert (f"({sum(r['chunked']['cases'] for r in rows)} cases, worst err/bound "
             f"{ratio(max(r['chunked']['worst_ratio'] for r in rows))})") in first
     changed = copy.deepcopy(COMMITTED)
-    row = next(r for r in changed["systems"] if r["chunked"]["cases"])
+    row = next(r for r in changed["systems"] if r["chunked"]["cases"] and r["dtype"] in ("float32", "float64"))
     row["chunked"]["worst_ratio"], row["chunked"]["cases"] = 0.875, row["chunked"]["cases"] + 1000
     again = lead(CHUNKED, changed)
     assert "worst err/bound 0.875)" in again and f"({sum(r['chunked']['cases'] for r in rows) + 1000} cases" in again
@@ -382,8 +382,12 @@ def test_the_half_lead_quotes_the_reports_half_rows_and_names_the_unproven():
     first = lead(HALF, WITH_HALF)
     assert first.startswith("**Yes**: on a CPU, within half precision on "
                             f"{len({r['system'] for r in rows})} systems of PyTorch")
-    # the frameworks named are the rows' own
-    keras = copy.deepcopy(WITH_HALF)
+    # the frameworks named are the rows' own: from PyTorch's half rows alone, one of Keras's added, then Flax's
+    torch_only = copy.deepcopy(WITH_HALF)
+    torch_only["systems"] = [r for r in torch_only["systems"] if r["dtype"] not in HALF_FORMATS
+                             or ADAPTERS[r["system"]].__module__.endswith(".pytorch")]
+    assert " systems of PyTorch, float16" in lead(HALF, torch_only)
+    keras = copy.deepcopy(torch_only)
     keras["systems"].append({**half_row(keras, "torch-gru"), "system": "keras-tf-gru-rnn",
                              "anchor": "keras-tf-gru-rnn-float16", "arithmetic": "mixed_float16"})
     flax = copy.deepcopy(keras)
