@@ -23,7 +23,7 @@ from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.harness.depth import design
 from rnn_equivalence.reference.formats import HALF_FORMATS, numpy_dtype, round_to, storage_format
 from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
-from rnn_equivalence.reference.params import state_keys
+from rnn_equivalence.reference.params import CellParams, state_keys
 from rnn_equivalence.reference.padding import HOLES, Mask, Padding
 from rnn_equivalence.reference.params import projection_size, random_inputs, random_state
 from rnn_equivalence.reference.stack import StackParams, run_stack
@@ -557,3 +557,17 @@ def steps_for(adapter, steps: int) -> int:
 __all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "chunked_cases", "factors",
            "gradient_cases", "optimizer_cases",
            "mutation_cases", "option_cases", "padded_cases", "pair_cases", "steps_for"]
+
+
+# The tests of a framework's half arithmetic (tests/equivalence/test_half_torch.py, test_half_keras.py,
+# test_half_jax.py): whether its products accumulate beyond the format.
+def stagnating_cell(dtype: str) -> tuple[CellParams, np.ndarray]:
+    """A relu cell whose pre-activation is one large term and many small ones, each under half an ulp of the
+    large one in ``dtype`` (float16: 1024 and 1000 terms of 0.25; bfloat16: 1024 and 200 terms of 2): added one
+    after the other in the format, every small term is lost; accumulated in float32, none is. One unit, one step,
+    inputs of ones: the exact result (1274, 1424) is a value of the format."""
+    small, n = {"float16": (0.25, 1000), "bfloat16": (2.0, 200)}[dtype]
+    W_x = np.full((1, n + 1), small)
+    W_x[0, 0] = 1024.0
+    params = CellParams.rnn(W_hx=W_x, W_hh=np.zeros((1, 1)), b_x=np.zeros(1), b_h=np.zeros(1), activation="relu")
+    return params.rounded_to(dtype), np.ones((1, 1, n + 1))

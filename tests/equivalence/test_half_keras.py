@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from rnn_equivalence.frameworks.plan import arithmetic_of
-from rnn_equivalence.harness.cases import case_of
+from rnn_equivalence.harness.cases import case_of, stagnating_cell
 from rnn_equivalence.harness.detection import caught_beyond
 from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
 from rnn_equivalence.reference.config import LayerConfig
@@ -102,18 +102,6 @@ def test_half_policy_computes_what_the_mixed_policy_does(adapter, half):
         assert np.array_equal(value, pure[key], equal_nan=True), (key, value, pure[key])
     _, throughout = judged(adapter, case, half, half)
     assert own.ratio > throughout.ratio  # the bound of the arithmetic is the tighter one
-
-
-def stagnating_cell(dtype: str) -> tuple[CellParams, np.ndarray]:
-    """A relu cell whose pre-activation is one large term and many small ones, each under half an ulp of the
-    large one in ``dtype`` (float16: 1024 and 1000 terms of 0.25; bfloat16: 1024 and 200 terms of 2): added one
-    after the other in the format, every small term is lost; accumulated in float32, none is. One unit, one step,
-    inputs of ones: the exact result (1274, 1424) is a value of the format."""
-    small, n = {"float16": (0.25, 1000), "bfloat16": (2.0, 200)}[dtype]
-    W_x = np.full((1, n + 1), small)
-    W_x[0, 0] = 1024.0
-    params = CellParams.rnn(W_hx=W_x, W_hh=np.zeros((1, 1)), b_x=np.zeros(1), b_h=np.zeros(1), activation="relu")
-    return params.rounded_to(dtype), np.ones((1, 1, n + 1))
 
 
 ONE_LAYER = LayerConfig(1, False, options=(("return_sequences", True), ("return_state", True)))

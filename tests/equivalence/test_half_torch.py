@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rnn_equivalence.frameworks.plan import arithmetic_of
-from rnn_equivalence.harness.cases import case_of
+from rnn_equivalence.harness.cases import case_of, stagnating_cell
 from rnn_equivalence.reference.comparison import assert_within_bound, compare_outputs
 from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.reference.formats import HALF_FORMATS, finfo, numpy_dtype, round_to
@@ -74,18 +74,6 @@ def test_within_the_bound_of_half_throughout_too(adapter, half):
     for key, bound in case.bound(arithmetic).items():
         assert np.all(bound <= case.bound(half)[key]), key
     assert own.ratio > throughout.ratio  # the bound of the arithmetic is the tighter one
-
-
-def stagnating_cell(dtype: str) -> tuple[CellParams, np.ndarray]:
-    """A relu cell whose pre-activation is one large term and many small ones, each under half an ulp of the
-    large one in ``dtype`` (float16: 1024 and 1000 terms of 0.25; bfloat16: 1024 and 200 terms of 2): added one
-    after the other in the format, every small term is lost; accumulated in float32, none is. One unit, one step,
-    inputs of ones: the exact result (1274, 1424) is a value of the format."""
-    small, n = {"float16": (0.25, 1000), "bfloat16": (2.0, 200)}[dtype]
-    W_x = np.full((1, n + 1), small)
-    W_x[0, 0] = 1024.0
-    params = CellParams.rnn(W_hx=W_x, W_hh=np.zeros((1, 1)), b_x=np.zeros(1), b_h=np.zeros(1), activation="relu")
-    return params.rounded_to(dtype), np.ones((1, 1, n + 1))
 
 
 @pytest.mark.applies_to(lambda cls: cls.name in ("torch", "torch-rnn"))
