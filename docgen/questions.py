@@ -946,7 +946,10 @@ QUESTIONS = (
                "quantization stores the weights in float16 and computes in float32 "
                "(tests/equivalence/test_half_tflite.py); int8 dynamic quantization (PyTorch's LSTM and GRU, ONNX "
                "Runtime's LSTM, TFLite's LSTM and GRU) stays within the bound its grid implies, ONNX Runtime's "
-               "depending on the batch by design (tests/equivalence/test_quantized_*.py); "
+               "depending on the batch by design (tests/equivalence/test_quantized_*.py), and only on a CPU with "
+               "VNNI or AMX: on one without (AVX2 alone), its int8 kernel sums pairs of products in int16 with "
+               "saturation, as ONNX Runtime documents, 4 to 270 times beyond the bound (proved by emulation); "
+               "quantize with `reduce_range=True` there, which keeps it within its bound; "
                "the first float16 overflow inside a model located by the reference, layer, step, gate and "
                "operation (coremltools#2110: tests/equivalence/test_half_coreml_threads.py); Keras 3 on torch "
                "does not carry a stateful layer's state under a mixed policy (tests/equivalence/test_half_keras.py).",

@@ -124,13 +124,51 @@ def gates_exchanged(kernel: str, a: int, b: int, direction: int = 0):
 # --- the runner: onnx, onnxruntime ---------------------------------------------------------------
 
 
-def quantize(model, per_channel: bool = False):
-    """``quantize_dynamic`` of ``model`` (int8 weights, its defaults otherwise), the quantized ModelProto."""
+# What MLAS's uint8 x int8 GEMM computes depends on the CPU (onnxruntime's mlas/lib/platform.cpp picks the kernel).
+# With AVX-512 VNNI, AVX-VNNI or AMX, the products are summed exactly in int32 (vpdpbusd, AMX tiles). On an x86-64
+# CPU with AVX2 (or AVX-512 without VNNI) and none of them, the kernel is vpmaddubsw: each pair of adjacent products
+# u8 * s8 is summed in int16 with saturation, at +-32767, before the pairs are summed in int32; a pair reaches
+# 2 * 255 * 127 = 64770, so full-range activations and weights saturate. ONNX Runtime documents it (its quantization
+# page: "When and why do I need to try U8U8?", and ``reduce_range``: 7-bit weights, at most 2 * 255 * 64 = 32640,
+# never saturate). Measured on an AMD EPYC with AVX2 alone (onnxruntime 1.32.0): the node agrees with an emulation
+# of the saturating pairs to 4.5e-8 and is 9e-3 off the exact sums (tests/equivalence/test_quantized_onnx.py).
+ORT_SATURATION_LINK = "https://onnxruntime.ai/docs/performance/model-optimizations/quantization.html"
+EXACT_INT8_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU's feature flags as Linux lists them, or None where they cannot be read (another OS)."""
+    try:
+        with open(cpuinfo) as text:
+            for line in text:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        return None
+    return None
+
+
+def u8s8_saturates(flags: set[str] | None = None, machine: str | None = None) -> bool:
+    """Whether ONNX Runtime's uint8 x int8 GEMM sums pairs of products in int16 with saturation on this CPU (an
+    x86-64 CPU with AVX2 and no VNNI or AMX: see above). False where the flags cannot be read: the tests that
+    depend on it then say so when the node disagrees (an exceeded bound), never pass in silence."""
+    import platform
+
+    machine = (machine or platform.machine()).lower()
+    flags = cpu_flags() if flags is None else flags
+    if machine not in ("x86_64", "amd64") or flags is None:
+        return False
+    return "avx2" in flags and not flags & set(EXACT_INT8_FLAGS)
+
+
+def quantize(model, per_channel: bool = False, reduce_range: bool = False):
+    """``quantize_dynamic`` of ``model`` (int8 weights, 7-bit with ``reduce_range``, its defaults otherwise), the
+    quantized ModelProto."""
     onnx = import_framework("onnx", "onnx-ort-lstm")
     quantization = import_framework("onnxruntime.quantization", "onnx-ort-lstm")
     with tempfile.TemporaryDirectory() as directory:  # quantize_dynamic writes a file, nothing else
         path = os.path.join(directory, "quantized.onnx")
-        quantization.quantize_dynamic(model, path, per_channel=per_channel)
+        quantization.quantize_dynamic(model, path, per_channel=per_channel, reduce_range=reduce_range)
         return onnx.load(path)
 
 
@@ -152,20 +190,21 @@ def with_initializers(model, arrays: dict):
 
 class QuantizedNode:
     """An ONNX Runtime system's node (``adapter``: onnx-ort-lstm) built as the system builds it, then quantized
-    (``per_channel``), its stored weights rewritten by ``mutate`` (a quantizer's bug made on purpose): ``model``
+    (``per_channel``, ``reduce_range``), its stored weights rewritten by ``mutate`` (a quantizer's bug made on purpose): ``model``
     is the adapter's with that in between, every other attribute the adapter's, so the helpers that build and run
     the adapter's node (``rnn_equivalence.frameworks.onnx_nodes.node_outputs``) run the quantized one.
     ``quantized``: the last model built."""
 
-    def __init__(self, adapter, per_channel: bool = False, mutate=None):
+    def __init__(self, adapter, per_channel: bool = False, mutate=None, reduce_range: bool = False):
         self.adapter, self.per_channel, self.mutate, self.quantized = adapter, per_channel, mutate, None
+        self.reduce_range = reduce_range
 
     def __getattr__(self, name):
         return getattr(self.adapter, name)
 
     def model(self, native, xs, state, config, g, padding=None):
         model, feeds, outputs = self.adapter.model(native, xs, state, config, g, padding)
-        quantized = quantize(model, self.per_channel)
+        quantized = quantize(model, self.per_channel, self.reduce_range)
         if self.mutate is not None:
             quantized = with_initializers(quantized, stored_initializers(self.mutate(self.held(quantized))))
         self.quantized = quantized
