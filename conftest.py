@@ -259,7 +259,7 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize(",".join(factors.kwargs), _factor_parameter_sets(factors.kwargs, depth))
     if "system_pair" in fixtures:
         metafunc.parametrize(("system_pair", "pair_case"), [
-            pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}", marks=_child_group(adapter_class(b)))
+            pytest.param((a, b), case, id=f"{a}-vs-{b}-{case.activation}-{case}")
             for a, b, case in parametrize.pair_parameter_sets(classes, definition.nodeid, depth, seed)])
 
 
@@ -291,7 +291,7 @@ def _with_known_issue(cls, values, row):
         raises = (BoundExceeded, KnownIssueObserved) if row.shows_as else BoundExceeded
         marks = [pytest.mark.xfail(strict=True, raises=raises, reason=row.reason), pytest.mark.known_issue(row)]
         _MATCHED_ROWS.add(KNOWN_ISSUES.index(row))
-    return pytest.param(*values, id=test_id, marks=marks + _child_group(cls))
+    return pytest.param(*values, id=test_id, marks=marks)
 
 
 # Indices of the rows of KNOWN_ISSUES some generated test met, in this process: written where
@@ -322,12 +322,12 @@ def pytest_pyfunc_call(pyfuncitem):
         raise
 
 
-def _child_group(cls):
-    """Under ``-n``, every test of the systems that run in one kind of child process (a Keras backend
-    other than this process's) goes to one worker (``--dist loadgroup``, set in pyproject.toml): one
-    child start, and one in-memory JAX compilation cache, instead of one per worker."""
-    env = cls.process_env
-    return [pytest.mark.xdist_group("child-" + "-".join(f"{k}={v}" for k, v in sorted(env.items())))] if env else []
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without xdist
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n`` with ``--dist loadgroup`` (pyproject.toml), each system's tests are one unit of work, handed
+    out in the collected order, the costliest first (rnn_equivalence.harness.schedule.BySystem)."""
+    if config.getoption("dist") == "loadgroup":
+        return schedule.by_system(config, log, ADAPTERS)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -353,9 +353,9 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=[item for item in items if id(item) in dropped])
         items[:] = [item for item in items if id(item) not in dropped]
-    # The costliest systems first, each system's tests together (rnn_equivalence.harness.schedule): the
-    # workers finish together.
-    items[:] = schedule.by_cost(items, _system_of_item, schedule.committed_seconds())
+    # The costliest systems first, each system's tests together (rnn_equivalence.harness.schedule), each
+    # system's tests one unit of work under -n (pytest_xdist_make_scheduler): the workers finish together.
+    items[:] = schedule.by_cost(items, _system_of_item, schedule.seconds_at(config.stash[DESIGN][0]))
 
 
 def pytest_runtest_teardown(item, nextitem):

@@ -153,7 +153,7 @@ ENVIRONMENTS = ROOT / "docs" / "environments"
 # onnx2tf pins exact numpy, onnx, onnxruntime and ai-edge-litert versions and needs Python 3.12 (its 2.x
 # releases): its systems (frameworks/onnx2tf_export.py) run here, their report in docs/environments/onnx2tf.
 ONNX2TF = "onnx2tf==2.6.9"
-TEST_TOOLS = ("pytest-xdist>=3.5", "hypothesis>=6.100", "allpairspy>=2.5", "jsonschema>=4.18")
+TEST_TOOLS = ("pytest-xdist>=3.8", "hypothesis>=6.100", "allpairspy>=2.5", "jsonschema>=4.18")
 
 
 @nox.session(python="3.12", default=False)

@@ -66,8 +66,9 @@ COMMANDS = {  # the README's test command at each depth; the report goes to a te
     "NumPy only": ["pytest", "-n", "auto", "--equivalence-report=REPORT", "--frameworks=numpy-split,numpy-concat"],
 }
 SHORT = {"default": "whole suite", "warm": "whole suite, warm", "quick": "whole suite, quick", "numpy": "NumPy only"}
-# What a tree from before --depth existed can run: its whole suite and NumPy alone.
-BEFORE_COMMANDS = ("whole suite", "NumPy only")
+# What a tree from before --depth existed can run: its whole suite (cold, then warm: the same command again, on
+# the cache the cold run filled) and NumPy alone.
+BEFORE_COMMANDS = ("whole suite", "whole suite, warm", "NumPy only")
 
 
 def timed(args, cwd=ROOT, env=None) -> tuple[float, float, str, float]:
@@ -151,6 +152,14 @@ def per_system_table(breakdowns: dict, models: dict) -> list[str]:
                 f" ({models[name][key]} models)" if models.get(name, {}).get(key) else "") for name in columns) + " |"
               for key in keys),
             "| **all** | " + " | ".join(f"{breakdowns[name][0]:.0f}" for name in columns) + " |"]
+
+
+def suite_cost(by_system: list[tuple[str, float, int]], provenance: str) -> dict:
+    """What the default run's schedule reads (rnn_equivalence.harness.schedule.seconds_at): each system's test
+    seconds in the last default run from a cold cache, the run CI makes."""
+    return {"cost": {"seconds": {key: round(seconds, 3) for key, seconds, _ in by_system if key in ADAPTERS}},
+            "measured": "test seconds per system, summed over the workers, the README's command at default depth "
+                        "from a cold cache; " + provenance}
 
 
 def cases_per_depth() -> list[tuple[str, list[tuple[int, int]]]]:
@@ -289,6 +298,9 @@ def measure(args, trees) -> int:
                     for family, seconds in families.most_common())]
         Path(args.output).write_text("\n".join(lines) + "\n")
         print(f"wrote {args.output}")
+        costs = Path(args.output).parent / "suite_cost.json"
+        costs.write_text(json.dumps(suite_cost(by_system, lines[2]), indent=1, sort_keys=True) + "\n")
+        print(f"wrote {costs}")
     return 0
 
 
