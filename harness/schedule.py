@@ -1,10 +1,10 @@
 """The order the tests run in: the costliest systems first, each system's tests together.
 
 With two workers, a run ends when its slower worker does; a costly system met last leaves the other worker
-idle. pytest-xdist hands tests out in collection order (``--dist=loadgroup``: a test, or an ``xdist_group``,
-at a time), so ordering the collection by cost is what balances the workers: the costly systems are spread
-first, the cheap ones fill the ends. Each system's tests stay together, in their collected order, so that a
-worker reuses what it built for the system (``Adapter.built_once``) while it is still in memory.
+idle. Under ``-n``, pytest-xdist hands out units of work in collection order (``by_system``: a system's tests
+are one unit), so ordering the collection by cost is what balances the workers: the costly systems are spread
+first, the cheap ones fill the ends. Each system's tests stay together, in their collected order, so that one
+worker builds what the system needs (``Adapter.built_once``) and lets go of it after its last test.
 
 The cost of a system is its test seconds at the run's depth, else its number of tests; the harness's own
 tests, which no system names, come last. A full-depth run reads them from the committed report
@@ -14,8 +14,8 @@ system's full-depth seconds rank it badly at default: its full design is 5 to 50
 a factor that differs from system to system, and a cold full run converts models a default run reads
 from the cache.
 
-Under ``-n``, each system's tests are one unit of work (``by_system``, ``unit_of``), handed out whole in this
-order to whichever worker is free: the longest first, the rest filling in (a greedy longest-first schedule).
+A unit goes whole to whichever worker is free, in this order: the longest first, the rest filling in (a greedy
+longest-first schedule).
 """
 
 from __future__ import annotations
