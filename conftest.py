@@ -325,7 +325,7 @@ def pytest_pyfunc_call(pyfuncitem):
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without xdist
 def pytest_xdist_make_scheduler(config, log):
     """Under ``-n`` with ``--dist loadgroup`` (pyproject.toml), each system's tests are one unit of work, handed
-    out in the collected order, the costliest first (rnn_equivalence.harness.schedule.BySystem)."""
+    out in the collected order, the costliest first (rnn_equivalence.harness.schedule.by_system)."""
     if config.getoption("dist") == "loadgroup":
         return schedule.by_system(config, log, ADAPTERS)
 

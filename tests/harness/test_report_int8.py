@@ -177,3 +177,19 @@ def test_a_cause_expected_on_this_machine_is_said_beside_a_verdict_it_does_not_t
     assert reason in int8_line(section)
     assert "known_causes" in int8_summary(int8_records()) and int8_summary(int8_records())["known_causes"] == []
     assert "Expected on this machine" not in int8_part(report_of(int8_records() + float_records())[1])
+
+
+def test_a_conditional_expected_failure_whose_condition_is_false_expects_nothing():
+    """On a CPU with VNNI, test_quantized_onnx's ``xfail(SATURATES, ...)`` has a false condition: its records must
+    not say that a saturating kernel is expected there (red: with the marker taken whatever its condition)."""
+    import pytest
+
+    def node(marker):
+        return SimpleNamespace(get_closest_marker=lambda name: marker.mark if marker is not None else None)
+
+    assert records_module.expected_failure(node(pytest.mark.xfail(False, reason="saturates"))) is None
+    assert records_module.expected_failure(node(pytest.mark.xfail(condition=False, reason="saturates"))) is None
+    assert records_module.expected_failure(node(pytest.mark.xfail(True, reason="saturates"))).kwargs["reason"] == \
+        "saturates"
+    assert records_module.expected_failure(node(pytest.mark.xfail(strict=True, reason="a bug"))) is not None
+    assert records_module.expected_failure(node(None)) is None
