@@ -70,8 +70,9 @@ rule where it runs:
   layers, each direction, with and without h0, 5 steps); the 50- and 20-step cases and the dynamo exporter's
   refusal (some 7 s) at full depth only (the ``by_depth`` marker: conftest.py);
 - tests/equivalence/test_quantized_onnx.py: ONNX Runtime's int8 DynamicQuantizeLSTM's three short cases (a cell
-  from h0, a bidirectional layer, a widened batch per row; 5 steps), onnxruntime#10111, #15465, the GRU left float
-  and both quantizer bugs, some 1 s; the 50- and 20-step and batch-8 cases at full depth only (``by_depth``);
+  from h0, a bidirectional layer, a widened batch per row; 5 steps), onnxruntime#10111, #15465, the GRU left float,
+  both quantizer bugs and `reduce_range`'s 7-bit case, some 1.5 s; the 50- and 20-step and batch-8 cases at full
+  depth only (``by_depth``);
 - tests/equivalence/test_quantized_tflite.py: TFLite's int8 dynamic-range Keras 2 LSTM and GRU and the full-integer
   LSTM, 4 conversions (some 8 s from a cold cache); Keras 3's GRU, a widened Keras 2 GRU and the two-layer
   bidirectional LSTM at full depth, and tensorflow/model-optimization#1090's three calibrations (a child process each,
