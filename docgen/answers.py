@@ -370,7 +370,7 @@ def half_frameworks(rows: list[dict]) -> str:
 
     modules = {"." + ADAPTERS[r["system"]].__module__.rsplit(".", 1)[1] for r in rows}
     names = list(dict.fromkeys(name for module, name in HALF_FRAMEWORKS.items() if module in modules))
-    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+    return _and(names) if names else ""
 
 
 def half_pending(rows: list[dict]) -> str:
@@ -380,15 +380,13 @@ def half_pending(rows: list[dict]) -> str:
     from rnn_equivalence.reference.formats import HALF_FORMATS
 
     named = half_frameworks(rows)
-    missing = {"." + cls.__module__.rsplit(".", 1)[1]: name for name, cls in ADAPTERS.items()
+    in_half = {"." + cls.__module__.rsplit(".", 1)[1] for cls in ADAPTERS.values()
                if set(HALF_FORMATS) & set(cls.dtypes) and not cls.environment}
-    pending = [f for m, f in HALF_FRAMEWORKS.items() if m in missing and f not in named]
-    pending = list(dict.fromkeys(pending))
+    pending = list(dict.fromkeys(f for m, f in HALF_FRAMEWORKS.items() if m in in_half and f not in named))
     if not pending:
         return ""
-    said = ", ".join(pending[:-1]) + " and " + pending[-1] if len(pending) > 1 else pending[0]
-    return (f"\n\n**Run by the suite, not in this report:** the half rows of {said}, whose systems run in half "
-            f"since the report was written (their plans' `dtypes`); the next full-depth report has them.")
+    return (f"\n\n**Run by the suite, not in this report:** the half rows of {_and(pending)}, whose systems run "
+            f"in half since the report was written (their plans' `dtypes`); the next full-depth report has them.")
 
 
 def half_figures(report: dict) -> dict:

@@ -556,7 +556,7 @@ def steps_for(adapter, steps: int) -> int:
 
 __all__ = ["CELL", "Case", "LayerConfig", "MUTATION_STEPS", "case_of", "cases_for", "chunked_cases", "factors",
            "gradient_cases", "optimizer_cases",
-           "mutation_cases", "option_cases", "padded_cases", "pair_cases", "steps_for"]
+           "mutation_cases", "option_cases", "padded_cases", "pair_cases", "stagnating_cell", "steps_for"]
 
 
 # The tests of a framework's half arithmetic (tests/equivalence/test_half_torch.py, test_half_keras.py,

@@ -78,17 +78,26 @@ def expected_failure(node):
     return marker if condition else None
 
 
+def expectation(node) -> tuple[bool, str | None]:
+    """What a test expects to fail by: (a row of the known-issues table, which marks its tests ``known_issue``
+    (conftest.py): listed under the table, its measurements kept out of the worst ratio; the reason of the test's
+    own expected failure, an int8 module's where this CPU's kernel saturates: its records carry it, for the int8
+    section), or (False, None) where nothing applies (``expected_failure``)."""
+    known = expected_failure(node)
+    if known is None:
+        return False, None
+    if node.get_closest_marker("known_issue") is not None:
+        return True, None
+    return False, known.kwargs.get("reason", "")
+
+
 @pytest.fixture
 def record(request):
     """``record(kind, adapter, **fields)``: attach a result to this test's report, for the summary."""
     known = expected_failure(request.node)
-    params = getattr(request.node, "callspec", None)
-    params = params.params if params is not None else {}
-    # A named test's own expected failure (no dtype parameter: an int8 module's, where this CPU's kernel
-    # saturates) is no row of the known-issues table: its records carry the reason, for the int8 section.
-    own_reason = known.kwargs.get("reason", "") if known is not None and "dtype" not in params else None
-    if known is not None and own_reason is None:
-        # A known upstream bug: listed under the table, kept out of the worst ratio.
+    table_row, own_reason = expectation(request.node)
+    if table_row:
+        params = request.node.callspec.params
         system = _systems(params)[0]
         request.node.user_properties.append((PROPERTY, {
             "kind": "known", "system": system, "family": family_of(system), "dtype": params["dtype"],
@@ -101,7 +110,7 @@ def record(request):
         if dtype and arithmetic_of(adapter, dtype) != dtype:
             fields = {**fields, "arithmetic": arithmetic_of(adapter, dtype)}
         # A known upstream bug's measurement is kept, marked, out of the verdict's worst ratio.
-        marked = {"known_issue": own_reason} if own_reason is not None else {"known": True} if known is not None else {}
+        marked = {"known": True} if table_row else {"known_issue": own_reason} if own_reason is not None else {}
         request.node.user_properties.append(
             (PROPERTY, {"kind": kind, "system": adapter.name, "cell": adapter.describe(), "versions": versions,
                         "family": family, **fields, **marked}))

@@ -193,3 +193,19 @@ def test_a_conditional_expected_failure_whose_condition_is_false_expects_nothing
         "saturates"
     assert records_module.expected_failure(node(pytest.mark.xfail(strict=True, reason="a bug"))) is not None
     assert records_module.expected_failure(node(None)) is None
+
+
+def test_a_table_rows_expected_failure_is_told_from_a_named_tests_own():
+    """A known-issues row marks its tests ``known_issue`` too: their records are the table's ("known"); a named test's
+    own xfail (test_quantized_onnx's saturating CPU) gives its reason to its records (red: with the two confused)."""
+    import pytest
+
+    def node(*marks):
+        found = {m.mark.name: m.mark for m in marks}
+        return SimpleNamespace(get_closest_marker=lambda name: found.get(name))
+
+    row = pytest.mark.xfail(True, strict=True, reason="an upstream bug")
+    assert records_module.expectation(node(row, pytest.mark.known_issue("row"))) == (True, None)
+    assert records_module.expectation(node(pytest.mark.xfail(True, reason="saturates"))) == (False, "saturates")
+    assert records_module.expectation(node(pytest.mark.xfail(False, reason="saturates"))) == (False, None)
+    assert records_module.expectation(node()) == (False, None)
