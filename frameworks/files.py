@@ -699,10 +699,15 @@ def _onnx(path: Path) -> dict[str, np.ndarray]:
             from None
     weights, used = {}, set()
     for index, node in enumerate(model.graph.node):
-        if node.op_type not in ONNX_RECURRENT:
+        quantized = node.op_type == ONNX_QUANTIZED_LSTM and node.domain == "com.microsoft"
+        if node.op_type not in ONNX_RECURRENT and not quantized:
             continue
         label = node.name or f"{node.op_type}_{index}"
-        for role, name in zip(("W", "R", "B"), node.input[1:4]):
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        _check_onnx_attributes(path, label, "lstm" if quantized else node.op_type.lower(), attributes)
+        roles = ONNX_QUANTIZED_INPUTS if quantized else ONNX_INPUTS
+        for position, role in roles.items():
+            name = node.input[position] if position < len(node.input) else ""
             if name:
                 if name not in initializers:
                     raise FileRefused(f"{path}: node {label!r}: input {role} ({name!r}) is computed in the graph, "
@@ -710,10 +715,59 @@ def _onnx(path: Path) -> dict[str, np.ndarray]:
                 weights[f"{label}/{role}"] = initializers[name]
                 used.add(name)
         if node.op_type == "GRU":
-            lbr = next((a.i for a in node.attribute if a.name == "linear_before_reset"), 0)
-            weights[f"{label}/linear_before_reset"] = np.array(lbr)
+            weights[f"{label}/linear_before_reset"] = np.array(attributes.get("linear_before_reset", 0))
+        for attribute in ("clip", "input_forget"):  # the mapping's options (ONNX_OPTIONS), as 0-d arrays
+            if attribute in attributes and node.op_type != "GRU":
+                weights[f"{label}/{attribute}"] = np.array(attributes[attribute], np.float32)
     weights.update({name: value for name, value in initializers.items() if name not in used})
     return weights
+
+
+# A node's weights by input position: ONNX's RNN, LSTM, GRU (P, the peepholes, an LSTM's only), and ONNX Runtime's
+# com.microsoft DynamicQuantizeLSTM (``onnxruntime.quantization.quantize_dynamic`` of an LSTM; its contrib op's
+# inputs: X, W, R, B, sequence_lens, initial_h, initial_c, P, W_scale, W_zero_point, R_scale, R_zero_point).
+ONNX_INPUTS = {1: "W", 2: "R", 3: "B", 7: "P"}
+ONNX_QUANTIZED_LSTM = "DynamicQuantizeLSTM"
+ONNX_QUANTIZED_INPUTS = {1: "W_quantized", 2: "R_quantized", 3: "B", 7: "P", 8: "W_scale", 9: "W_zero_point",
+                         10: "R_scale", 11: "R_zero_point"}
+ONNX_DEFAULT_ACTIVATIONS = {"rnn": ["Tanh"], "lstm": ["Sigmoid", "Tanh", "Tanh"], "gru": ["Sigmoid", "Tanh"]}
+
+
+def _check_onnx_attributes(path, label: str, family: str, attributes: dict) -> None:
+    """What a weight file's reading cannot carry into the verdict, refused by name rather than read as another
+    function: a reverse node (it runs its sequence backwards), and activations other than the family's defaults
+    (the reference runs a file's module with them, as for every other format)."""
+    direction = attributes.get("direction", b"forward")
+    if direction not in (b"forward", b"bidirectional"):
+        raise FileRefused(f"{path}: node {label!r}: direction {direction.decode(errors='replace')!r}: expected "
+                          f"forward or bidirectional (a reverse node runs its sequence backwards, which a weight "
+                          f"file's module does not say)")
+    activations = [name.decode(errors="replace") for name in attributes.get("activations", [])]
+    default = ONNX_DEFAULT_ACTIVATIONS[family]
+    if activations and (len(activations) % len(default) or
+                        activations != default * (len(activations) // len(default))):
+        raise FileRefused(f"{path}: node {label!r}: activations {activations}: expected the defaults "
+                          f"{default} per direction (a weight file's module runs with its family's defaults)")
+
+
+@dataclass
+class Quantization:
+    """How a module is stored quantized (ONNX Runtime's ``DynamicQuantizeLSTM``: int8 or uint8 weights with a scale
+    and zero point per direction or per row, biases kept float; frameworks/onnx_quantized.py has the layout). Its
+    ``Module.params`` are the dequantized weights the node computes with; ``grid`` holds, in the same canonical
+    layout, each weight's bound |W~ - W| = s / 2 of the float weight it was rounded from (0 for the float biases),
+    which is what the quantization bound of ``rnn_equivalence.reference.quantized`` takes."""
+
+    op: str  # the quantized node's op type
+    held: dict  # ``frameworks.onnx_quantized.held_weights``: the stored integers, scales and zero points
+    grid: StackParams
+    dtype: str  # the stored integers' dtype, "int8" or "uint8"
+    per_row: bool  # a scale per row (``per_channel=True``), else one per direction
+    largest: int  # the largest |q - zero point| stored: 64 or less where quantized with ``reduce_range``
+
+    def summary(self) -> dict:
+        return {"op": self.op, "weights": self.dtype, "scales": "per row" if self.per_row else "per direction",
+                "largest_level": self.largest, "biases": "float (not quantized)"}
 
 
 @dataclass
@@ -727,11 +781,12 @@ class Module:
     input_size: int
     hidden_size: int
     weights: dict[str, np.ndarray]  # its own, by the names its system uses (the location stripped)
-    params: StackParams
+    params: StackParams  # what it computes with: a quantized module's dequantized weights, W~ = (q - zp) * scale
+    quantized: Quantization | None = None  # stored as integers and their scales (an int8 model), where so
 
     def summary(self) -> dict:
         p = self.params
-        return {"location": self.location or "(top level)", "system": self.system, "family": self.family,
+        return {**({"quantized": self.quantized.summary()} if self.quantized else {}),"location": self.location or "(top level)", "system": self.system, "family": self.family,
                 "gru_variant": p.layers[0][0].variant if self.family == "gru" else None,
                 "input_size": self.input_size, "hidden_size": self.hidden_size, "num_layers": self.config.num_layers,
                 "bidirectional": self.config.bidirectional, "bias": self.config.bias,
@@ -1051,18 +1106,25 @@ def _read_keras(location: str, directions: list[dict[str, np.ndarray]], implemen
                   native, params)
 
 
+ONNX_ROLES = {*ONNX_INPUTS.values(), *ONNX_QUANTIZED_INPUTS.values(), "linear_before_reset", "clip", "input_forget"}
+
+
 def _onnx_groups(weights) -> dict[str, dict[str, str]]:
-    """{node label: {"W": name, "R": name, "B": name, "linear_before_reset": name}} of every recurrent node."""
+    """{node label: {"W": name, "R": name, "B": name, "linear_before_reset": name, ...}} of every recurrent node
+    (a quantized one's "W_quantized", "R_quantized", their scales and zero points: ``ONNX_QUANTIZED_INPUTS``)."""
     groups: dict[str, dict[str, str]] = {}
     for name in weights:
         label, _, role = name.rpartition("/")
-        if label and role in ("W", "R", "B", "linear_before_reset"):
+        if label and role in ONNX_ROLES:
             groups.setdefault(label, {})[role] = name
-    return {label: roles for label, roles in groups.items() if "W" in roles and "R" in roles}
+    return {label: roles for label, roles in groups.items()
+            if {"W", "R"} <= set(roles) or {"W_quantized", "R_quantized"} <= set(roles)}
 
 
 def _read_onnx(label: str, roles: dict[str, np.ndarray]) -> Module:
     where = f"ONNX node {label!r}"
+    if "W_quantized" in roles:
+        return _read_quantized_onnx(label, roles)
     W, R = roles["W"], roles["R"]
     if np.ndim(R) != 3 or R.shape[2] == 0 or R.shape[1] % R.shape[2] or np.ndim(W) != 3:
         raise FileRefused(f"{where}: expected W (directions, gates*hidden, input) and R (directions, "
@@ -1074,12 +1136,59 @@ def _read_onnx(label: str, roles: dict[str, np.ndarray]) -> Module:
     before = family == "gru" and int(roles.get("linear_before_reset", 0)) == 0
     system = "onnx-ort" + ("" if family == "rnn" else f"-{family}") + ("-reset-before" if before else "")
     config = LayerConfig(1, W.shape[0] == 2, "B" in roles)
-    native = {role: value for role, value in roles.items() if role in ("W", "R", "B")}
+    native = {role: value for role, value in roles.items() if role not in ("linear_before_reset",)}
     try:
         params = read(native, system, config)
     except (ValueError, TypeError) as error:  # TypeError: a tensor's dtype
         raise FileRefused(f"{where}: {refusal(error)}") from None
     return Module(label, system, family, config, int(W.shape[2]), int(R.shape[2]), native, params)
+
+
+def _read_quantized_onnx(label: str, roles: dict[str, np.ndarray]) -> Module:
+    """ONNX Runtime's ``DynamicQuantizeLSTM`` node: its stored integers, scales and zero points checked, then read
+    through the quantized mapping (frameworks/onnx_quantized.py) as the dequantized LSTM it computes with."""
+    from rnn_equivalence.frameworks.onnx_quantized import KERNELS, OnnxQuantizedMapping, held_weights
+
+    where = f"ONNX node {label!r} ({ONNX_QUANTIZED_LSTM})"
+    unsupported = sorted({"P", "clip", "input_forget"} & set(roles))
+    if unsupported:
+        raise FileRefused(f"{where}: {', '.join(unsupported)}: the int8 bound takes an LSTM without peepholes, clip "
+                          f"or coupled gates")
+    missing = sorted({f"{k}_{part}" for k in KERNELS for part in ("quantized", "scale", "zero_point")} - set(roles))
+    if missing:
+        raise FileRefused(f"{where}: expected {', '.join(missing)} among its inputs, got none")
+    W, R = np.asarray(roles["W_quantized"]), np.asarray(roles["R_quantized"])
+    if W.ndim != 3 or R.ndim != 3 or W.shape[0] != R.shape[0] or W.shape[0] not in (1, 2) or \
+            R.shape[1] == 0 or R.shape[2] != 4 * R.shape[1] or W.shape[2] != R.shape[2]:
+        raise FileRefused(f"{where}: expected W_quantized (directions, input_size, 4*hidden_size) and R_quantized "
+                          f"(directions, hidden_size, 4*hidden_size), got {W.shape} and {R.shape}")
+    D, rows = W.shape[0], W.shape[2]
+    for kernel, q in (("W", W), ("R", R)):
+        scale, zero = np.asarray(roles[f"{kernel}_scale"]), np.asarray(roles[f"{kernel}_zero_point"])
+        if q.dtype not in (np.int8, np.uint8) or zero.dtype != q.dtype:
+            raise FileRefused(f"{where}: expected {kernel}_quantized and {kernel}_zero_point both int8 or both uint8, "
+                              f"got {q.dtype} and {zero.dtype}")
+        if scale.dtype.kind != "f" or scale.size not in (D, D * rows) or zero.shape != scale.shape:
+            raise FileRefused(f"{where}: expected {kernel}_scale floats and {kernel}_zero_point of one shape, "
+                              f"{(D,)} (per direction) or {(D, rows)} (per row), got {scale.dtype} {scale.shape} and "
+                              f"{zero.shape}")
+        if not np.all(np.isfinite(scale) & (scale > 0)):
+            raise FileRefused(f"{where}: expected {kernel}_scale finite and positive, got "
+                              f"{scale[~(np.isfinite(scale) & (scale > 0))].ravel()[:3].tolist()}")
+    held = held_weights({role: value for role, value in roles.items() if role != "P"})
+    config = LayerConfig(1, D == 2, "B" in roles)
+    quantized_mapping = OnnxQuantizedMapping(mapping("onnx-ort-lstm"))
+    native = quantized_mapping.dequantized(held)
+    try:
+        read(native, "onnx-ort-lstm", config)  # every shape checked in the float node's names (B's too)
+    except (ValueError, TypeError) as error:
+        raise FileRefused(f"{where}: {refusal(error)}") from None
+    params, grid = quantized_mapping.from_quantized(held, config)
+    largest = max(int(np.max(np.abs(w.q.astype(np.int64) - w.zero_points[:, None]))) for k in KERNELS for w in held[k])
+    quantization = Quantization(ONNX_QUANTIZED_LSTM, held, grid, W.dtype.name,
+                                np.asarray(roles["W_scale"]).size == D * rows, largest)
+    return Module(label, "onnx-ort-lstm", "lstm", config, int(W.shape[1]), int(R.shape[1]),
+                  {role: np.asarray(value) for role, value in roles.items()}, params, quantization)
 
 
 def _read_pytorch(location: str, layered: bool, own: dict[str, np.ndarray]) -> Module:

@@ -25,6 +25,7 @@ so the mapping is the float node's after dequantizing, and each weight's bound |
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 
@@ -63,9 +64,10 @@ def stored_initializers(held: dict) -> dict:
     stored = {}
     for kernel in KERNELS:
         weights = held[kernel]
-        stored[f"{kernel}_quantized"] = np.stack([w.q.T for w in weights]).astype(np.int8)
+        dtype = weights[0].q.dtype  # int8 (quantize_dynamic's default) or uint8, its zero points likewise
+        stored[f"{kernel}_quantized"] = np.stack([w.q.T for w in weights]).astype(dtype)
         stored[f"{kernel}_scale"] = np.stack([w.scales for w in weights]).astype(np.float32)
-        stored[f"{kernel}_zero_point"] = np.stack([w.zero_points for w in weights]).astype(np.int8)
+        stored[f"{kernel}_zero_point"] = np.stack([w.zero_points for w in weights]).astype(dtype)
     return stored
 
 
@@ -83,10 +85,10 @@ class OnnxQuantizedMapping:
 
     def from_quantized(self, held: dict, config):
         """(the canonical parameters the node computes with, W~; its grid, each weight's bound |W~ - W|, in the
-        same layout), both through the float node's mapping (the grid's biases are the float ones: unused)."""
+        same layout), both through the float node's mapping (the grid's biases 0: stored float, not rounded)."""
         grid = {kernel: np.stack([half_steps(w.scales, w.q.shape) for w in held[kernel]]) for kernel in KERNELS}
         if "B" in held:
-            grid["B"] = np.asarray(held["B"], np.float64)
+            grid["B"] = np.zeros(np.shape(held["B"]))  # kept float, exactly as stored
         return self.layers.from_native(self.dequantized(held), config), self.layers.from_native(grid, config)
 
 
@@ -166,9 +168,15 @@ def quantize(model, per_channel: bool = False, reduce_range: bool = False):
     quantized ModelProto."""
     onnx = import_framework("onnx", "onnx-ort-lstm")
     quantization = import_framework("onnxruntime.quantization", "onnx-ort-lstm")
+    root = logging.getLogger()
+    level = root.level
     with tempfile.TemporaryDirectory() as directory:  # quantize_dynamic writes a file, nothing else
         path = os.path.join(directory, "quantized.onnx")
-        quantization.quantize_dynamic(model, path, per_channel=per_channel, reduce_range=reduce_range)
+        root.setLevel(logging.ERROR)  # its advice to pre-process a model (shape inference), on the root logger
+        try:
+            quantization.quantize_dynamic(model, path, per_channel=per_channel, reduce_range=reduce_range)
+        finally:
+            root.setLevel(level)
         return onnx.load(path)
 
 

@@ -24,7 +24,11 @@ and each side's framework run on its own weights), on seeded inputs or the user'
 that differs is diagnosed (``rnn_equivalence.diagnose``: the porting mistakes that explain the difference). A file
 stored in float16 or bfloat16 against its float32 (or float64) original is judged as that original's half model
 (``rnn_equivalence.verify.half_verdict``: its tensors the original's rounded to nearest, its runs within the bound
-of that rounding): "EQUIVALENT IN FLOAT16".
+of that rounding): "EQUIVALENT IN FLOAT16". An int8 model (ONNX Runtime's ``DynamicQuantizeLSTM``, from
+``quantize_dynamic``) against its float original computes another function, so there is no equivalence claim: it is
+judged within or beyond the bound its quantization grid implies (``rnn_equivalence.verify.quantized_verdict``: its
+weights within half a grid step, the reference on them and, with ``--run``, the node itself within the derived bound):
+"WITHIN ITS INT8 BOUND", exit 0, or "BEYOND ITS INT8 BOUND", exit 1.
 
 ``convert`` writes the file's recurrent module as another system's weights (``rnn_equivalence.frameworks.convert``),
 in the format OUT's suffix names (``rnn_equivalence.frameworks.files.write_weights``), reads OUT back and verifies it
@@ -89,6 +93,10 @@ def inspect(file, system, as_json):
         projection = f", projection to {m['projection_size']}" if m["projection_size"] else ""
         click.echo(f"\n{m['location']}: {m['system']} ({m['family']}{variant})")
         click.echo(f"  input_size {m['input_size']}, hidden_size {m['hidden_size']}, {structure}{projection}")
+        if "quantized" in m:
+            q = m["quantized"]
+            click.echo(f"  quantized: {q['op']}, {q['weights']} weights (largest level {q['largest_level']}), a scale "
+                       f"{q['scales']}, biases float; canonical below: the dequantized weights it computes with")
         for name, shape in m["weights"].items():
             click.echo(f"  {name:<28} {tuple(shape)}")
         click.echo(_wrapped("  canonical: ", ", ".join(f"{k} {tuple(v['shape'])}" for k, v in m["canonical"].items())))
@@ -133,9 +141,11 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, mask_fi
                     for x, y in zip(first, second)]
     except FileRefused as error:
         _refuse(str(error))
-    equivalent = all(v.equivalent for v in verdicts)
+    passed = all(v.equivalent for v in verdicts)  # an int8 pair's: within its bound (no equivalence claim)
+    quantized = [v for v in verdicts if v.quantized]
     if as_json:
-        click.echo(json.dumps({"a": str(a), "b": str(b), "seed": seed, "equivalent": equivalent,
+        click.echo(json.dumps({"a": str(a), "b": str(b), "seed": seed, "passed": passed,
+                               "equivalent": None if quantized else passed,
                                "pairs": [v.as_dict() for v in verdicts]}, indent=2))
     else:
         for v in verdicts:
@@ -149,10 +159,15 @@ def verify(a, b, a_as, b_as, seed, run_frameworks, inputs_file, lengths, mask_fi
                     for key, value in found.items())))
             for sentence in v.explanations():
                 click.echo(_wrapped("  explained: ", sentence))
-            if not v.equivalent and v.runs and not v.diagnosis:
+            if not v.equivalent and v.runs and not v.diagnosis and not v.quantized:
                 click.echo("  no single porting mistake of rnn_equivalence/diagnose.py explains the difference")
-        click.echo(f"verdict: {'equivalent' if equivalent else 'not equivalent'} (seed {seed})")
-    sys.exit(0 if equivalent else 1)
+        if quantized:
+            word = "within" if passed else "beyond"
+            click.echo(f"verdict: {word} the int8 bound{'s' if len(verdicts) > 1 else ''} (seed {seed}; "
+                       f"no equivalence claim for a quantized model)")
+        else:
+            click.echo(f"verdict: {'equivalent' if passed else 'not equivalent'} (seed {seed})")
+    sys.exit(0 if passed else 1)
 
 
 @main.command()

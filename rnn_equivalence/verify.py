@@ -54,7 +54,7 @@ from rnn_equivalence.reference.config import LayerConfig
 from rnn_equivalence.reference.formats import HALF_FORMATS, round_to
 from rnn_equivalence.reference.params import random_inputs, random_state
 from rnn_equivalence.reference.quantized import (
-    WEIGHT_TENSORS, format_spacing, rounded_reference_and_bound, rounding_half_steps,
+    WEIGHT_TENSORS, format_spacing, off_grid, rounded_reference_and_bound, rounding_half_steps,
 )
 from rnn_equivalence.reference.stack import DIRECTIONS, StackParams
 
@@ -129,6 +129,8 @@ class Verdict:
     # Each side's framework run: {"A"/"B": {dtype: Comparison} or {"not run": reason}}
     frameworks: dict = field(default_factory=dict)
     half: HalfCheck | None = None  # one side stored in a half format, the other in float32 or float64
+    quantized: QuantizedCheck | None = None  # one side an int8 model, the other its float original: no equivalence
+    # claim, ``equivalent`` then says whether it is within the bound its quantization implies
 
     def explanations(self) -> list[str]:
         """The diagnosis in words, "B is A with ...": a half pair's mistakes are made on its original."""
@@ -138,14 +140,17 @@ class Verdict:
     @property
     def headline(self) -> str:
         """EQUIVALENT or NOT EQUIVALENT, "IN FLOAT16" where the pair was judged as a half file of its original."""
+        if self.quantized:
+            return f"{'WITHIN' if self.equivalent else 'BEYOND'} ITS {self.quantized.dtype.upper()} BOUND"
         word = "EQUIVALENT" if self.equivalent else "NOT EQUIVALENT"
         return f"{word} IN {self.half.format.upper()}" if self.half else word
 
     def as_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "equivalent": self.equivalent, "reason": self.reason,
-                "parameters_differing": self.parameters,
+        return {"a": self.a, "b": self.b, "equivalent": None if self.quantized else self.equivalent,
+                "reason": self.reason, "parameters_differing": self.parameters,
                 "runs": {dtype: c.as_record() for dtype, c in self.runs.items()},
                 "half": None if self.half is None else self.half.as_dict(),
+                "quantized": None if self.quantized is None else self.quantized.as_dict(self.equivalent),
                 "diagnosis": [e.as_dict() for e in self.diagnosis],
                 "frameworks": {side: {key: value.as_record() if isinstance(value, Comparison) else value
                                       for key, value in runs.items()} for side, runs in self.frameworks.items()}}
@@ -392,6 +397,165 @@ def half_verdict(a, b, half: tuple[str, str], xs, state, padding, runs) -> Verdi
     return Verdict(name_of(a), name_of(b), check.equivalent, check.sentence(), differing, runs, half=check)
 
 
+# --- an int8 quantized file against its float original (issue 37, int8) ------------------------------------------
+
+@dataclass
+class QuantizedCheck:
+    """One side an int8 model (``frameworks.files.Quantization``: ONNX Runtime's DynamicQuantizeLSTM), the other its
+    float original. A quantized model computes another function: no equivalence claim. What is checked is that it
+    is the original quantized as its grid implies:
+
+    - each weight the node multiplies by, W~ = (q - zp) * s, within half a grid step s / 2 of the original's
+      (``reference.quantized.off_grid``); the biases, kept float, the original's (to a float32 rounding where the
+      original is float64);
+    - the float64 reference on W~ against the original's function, within the bound of weights on that grid
+      (``rounded_reference_and_bound`` in float64: the rounding of the weights alone, what the file implies);
+    - with ``--run``, the node in ONNX Runtime against the original's function, within the bound of the grid and
+      its activations' quantization (``quantized_reference_and_bound``, ``scheme=ORT_ACTIVATIONS``).
+
+    Within: "the quantizer did what its grid implies". Beyond: a quantizer or kernel bug, with its size."""
+
+    op: str
+    dtype: str  # "int8" or "uint8": the stored integers
+    quantized: str  # "A" or "B": the side stored quantized; the other is the original
+    original_dtype: str
+    per_row: bool
+    grid: StackParams  # the original's structure, each tensor's allowance: s / 2 for the kernels, the biases' rounding
+    off: dict[str, float]  # each kernel's worst |W~ - W| / (s / 2), "layer 0 forward W_x"
+    differing: list[str]  # what is not the original's quantized: off its grid, biases changed, a tensor in one only
+    runs: dict[str, Comparison]  # "weights on the grid": the float64 reference on W~
+
+    @property
+    def original(self) -> str:
+        return "A" if self.quantized == "B" else "B"
+
+    @property
+    def within(self) -> bool:
+        return not self.differing and all(c.equivalent for c in self.runs.values())
+
+    def sentence(self) -> str:
+        Q, O = self.quantized, self.original
+        scales = "scales per row" if self.per_row else "a scale per direction"
+        if self.differing:
+            weights = f"{Q} is not {O}'s weights on its {self.dtype} grid ({len(self.differing)} tensor(s) off)"
+        else:
+            weights = (f"{Q} is {O}'s weights quantized to {self.dtype} ({self.op}, {scales}; each weight within "
+                       f"{max(self.off.values()):.3g} of half its grid step; the float biases {O}'s)")
+        run = self.runs["weights"]
+        within = "" if run.equivalent else ", BEYOND the bound"
+        return (f"{weights}; the float64 reference on its weights differs from {O}'s function by at most "
+                f"{run.max_error:.3g}{within}, err/bound {run.ratio:.3g} (weights on their grid); a quantized model "
+                f"computes another function: no equivalence claim")
+
+    def as_dict(self, within: bool) -> dict:
+        return {"op": self.op, "weights": self.dtype, "quantized": self.quantized, "original": self.original,
+                "original_dtype": self.original_dtype, "scales": "per row" if self.per_row else "per direction",
+                "within_bound": within, "on_grid": not self.differing, "parameters_differing": self.differing,
+                "worst_step_fraction": self.off,
+                "runs": {key: {**c.as_record(), "bound": "weights on their grid (float64 arithmetic)"}
+                         for key, c in self.runs.items()}}
+
+
+def quantized_pair(a, b) -> str | None:
+    """"A" or "B": the side stored quantized where the other is a float module (no integers); else None."""
+    if (a.quantized is None) == (b.quantized is None):
+        return None
+    return "B" if b.quantized is not None else "A"
+
+
+def exact_grid(stack: StackParams) -> StackParams:
+    """A grid of ``stack``'s structure allowing nothing: every tensor exact."""
+    return stack.map(lambda p: p.astype(np.float64).replace(**{
+        name: np.zeros(np.shape(getattr(p, name))) for name in WEIGHT_TENSORS if getattr(p, name) is not None}))
+
+
+def quantized_grid(original: StackParams, node) -> tuple[StackParams, list[str], dict[str, float]]:
+    """(the grid of the bound in ``original``'s structure: the node's s / 2 for W_x and W_h, the float32 rounding of
+    a float64 original's biases, 0 elsewhere; what is not ``original``'s quantized, by name; each kernel's worst
+    |W~ - W| / (s / 2))."""
+    stored = node.quantized.grid
+    off = off_grid(original, node.params, stored)
+    differing = [f"{where}: {ratio:.3g} half grid steps off (quantized to nearest: at most 1)"
+                 for where, ratio in off.items() if not ratio <= 1]
+    layers = [[] for _ in original.layers]
+    for (k, d, p), (_, _, q), (_, _, g) in zip(original.cells(), node.params.cells(), stored.cells()):
+        where = f"layer {k} {DIRECTIONS[d]}"
+        source = np.asarray(p.W_x).dtype.name
+        allowance = {"W_x": g.W_x, "W_h": g.W_h}
+        for name in WEIGHT_TENSORS[2:]:
+            x, y = getattr(p, name), getattr(q, name)
+            if (x is None) != (y is None):
+                differing.append(f"{where} {name}: present in one only")
+            elif x is not None:
+                x64 = np.asarray(x, np.float64)
+                allowance[name] = UNIT_ROUNDOFF["float32"] * np.abs(x64) if source == "float64" else np.zeros_like(x64)
+                apart = np.abs(np.asarray(y, np.float64) - x64)
+                if np.any(apart > allowance[name]):
+                    differing.append(f"{where} {name}: max |diff| {float(np.max(apart)):.3g} (kept float: expected "
+                                     f"the original's)")
+        layers[k].append(p.astype(np.float64).replace(**allowance))
+    return StackParams(layers), differing, off
+
+
+def quantized_verdict(a, b, side: str, xs, state, padding, runs) -> Verdict:
+    """The verdict of an int8 pair (``quantized_pair``): the weights on their grid, then the float64 reference on them
+    within that grid's bound (``QuantizedCheck``); the node itself is run by ``quantized_node_run`` (``--run``)."""
+    from rnn_equivalence.frameworks.files import FileRefused
+
+    if padding is not None:
+        raise FileRefused("--lengths or --mask with an int8 model: its bound takes whole sequences (a quantized node "
+                          "quantizes its padded steps too)")
+    original, node = (a, b) if side == "B" else (b, a)
+    grid, differing, off = quantized_grid(original.params, node)
+    exact, bound_64 = reference_and_bound(original.params, xs, state, "float64")
+    computed = reference_and_bound(node.params, xs, state, "float64")[0]
+    bound = rounded_reference_and_bound(original.params, grid, xs, state, "float64")[1]
+    weights = compare_outputs(computed, exact, pair_bound(bound, bound_64),
+                              f"{name_of(node)} vs {name_of(original)}, weights on their grid")
+    q = node.quantized
+    check = QuantizedCheck(q.op, q.dtype, side, stored_dtype(original), q.per_row, grid, off, differing,
+                           {"weights": weights})
+    return Verdict(name_of(a), name_of(b), check.within, check.sentence(), differing, runs, quantized=check)
+
+
+def quantized_node_run(node, reference: StackParams, grid: StackParams, xs, state):
+    """The quantized module ``node`` run by its framework (ONNX Runtime's DynamicQuantizeLSTM, its stored integers,
+    scales and zero points as the file holds them: ``frameworks.onnx_quantized.QuantizedNode``) on ``xs`` and
+    ``state`` in float32, against the float64 reference of ``reference`` (its original, or its own weights with an
+    exact grid), within the bound of ``grid`` and the node's activations' quantization: a Comparison, or why not
+    (not installed; on a CPU whose int8 kernel saturates pairs of products, an exceeded bound said with its cause,
+    not counted, as the suite's strict expected failure is)."""
+    from rnn_equivalence.frameworks import load
+    from rnn_equivalence.frameworks.onnx_nodes import node_outputs
+    from rnn_equivalence.frameworks.onnx_quantized import ORT_SATURATION_LINK, QuantizedNode, u8s8_saturates
+    from rnn_equivalence.reference.quantized import ORT_ACTIVATIONS, quantized_reference_and_bound
+
+    try:
+        adapter = load(node.system)
+        held = node.quantized.held
+        runner = QuantizedNode(adapter, mutate=lambda _: held)  # the file's integers in the node the quantizer makes
+        # The node's own outputs (Y, Y_h, Y_c) and initial states, (directions, batch, H), either direction count.
+        config = LayerConfig(1, node.config.bidirectional, node.config.bias, options=(
+            ("direction", "bidirectional" if node.config.bidirectional else "forward"),))
+        native = adapter.to_native(node.params.astype("float32"), config)
+        outputs = node_outputs(runner, native, xs.astype(np.float32),
+                               {key: value.astype(np.float32) for key, value in state.items()}, config,
+                               node.params.activation)
+    except ImportError as error:
+        return f"not run: {error}"
+    exact, bound = quantized_reference_and_bound(reference, grid, xs, state, scheme=ORT_ACTIVATIONS)
+    bound = pair_bound(bound, reference_and_bound(reference, xs, state, "float64")[1])
+    comparison = compare_outputs({key: np.asarray(value, np.float64) for key, value in outputs.items()},
+                                 adapter.arrange(exact, config), adapter.arrange(bound, config),
+                                 f"ONNX Runtime's {node.quantized.op} on {name_of(node)}, float32 data")
+    # 2 * 255 * 64 < 2^15: weights on 7 bits (reduce_range) never saturate a pair, whatever the CPU
+    if not comparison.equivalent and node.quantized.largest > 64 and u8s8_saturates():
+        return (f"err/bound {comparison.ratio:.3g}, expected on this CPU (not counted): with no VNNI or AMX, ONNX "
+                f"Runtime's uint8 x int8 kernel sums pairs of products in int16 with saturation ({ORT_SATURATION_LINK}"
+                f"); quantize with reduce_range=True for a result within the bound here")
+    return comparison
+
+
 def user_inputs(module, xs, lengths=None, mask=None):
     """The user's inputs (T, batch, I), checked against ``module``, and their padding: ``lengths`` of each
     element's real steps (post-padded), or a ``mask`` (``user_mask``), or None. Refused by name where they
@@ -492,6 +656,8 @@ def framework_run(module, xs, state, padding=None) -> dict:
     of what it holds: {dtype: Comparison}, or {"not run": why} where the framework cannot be loaded."""
     from rnn_equivalence.frameworks import load
 
+    if module.quantized is not None:  # the int8 node on the weights it holds: its activations' quantization alone
+        return {module.quantized.dtype: quantized_node_run(module, module.params, exact_grid(module.params), xs, state)}
     try:
         adapter = load(module.system)
     except ImportError as error:
@@ -556,17 +722,24 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
         state = {key: np.zeros_like(value) for key, value in inputs_for(a, seed, 1, xs.shape[1])[1].items()}
     runs = {dtype: compare_references(a.params, b.params, xs, state, dtype, f"{b_name} vs {a_name}, {dtype}", padding)
             for dtype in DTYPES}
-    half = half_pair(a, b)
-    verdict = float_verdict(a, b, runs) if half is None else half_verdict(a, b, half, xs, state, padding, runs)
+    quantized, half = quantized_pair(a, b), half_pair(a, b)
+    if quantized is not None:
+        verdict = quantized_verdict(a, b, quantized, xs, state, padding, runs)
+    else:
+        verdict = float_verdict(a, b, runs) if half is None else half_verdict(a, b, half, xs, state, padding, runs)
     equivalent = verdict.equivalent  # the weights' function; the frameworks' runs below may add to it
     if run_frameworks:
         verdict.frameworks = {"A": framework_run(a, xs, state, padding), "B": framework_run(b, xs, state, padding)}
+        if quantized is not None:  # the int8 node judged against its original's function, with the bound of both
+            original, node = (a, b) if quantized == "B" else (b, a)
+            verdict.frameworks[quantized] = {node.quantized.dtype: quantized_node_run(
+                node, original.params, verdict.quantized.grid, xs, state)}
         exceeded = [f"{side} in {dtype} (err/bound {c.ratio:.3g})" for side, found in verdict.frameworks.items()
                     for dtype, c in found.items() if isinstance(c, Comparison) and not c.equivalent]
         if exceeded:
             verdict.equivalent = False
             verdict.reason += "; the framework's own run exceeds its bound: " + ", ".join(exceeded)
-    if not equivalent and diagnose:
+    if not equivalent and diagnose and quantized is None:  # an int8 pair: its tensors off their grid are named
         verdict.diagnosis = diagnosis(a, b, verdict.half, xs, state, padding, suspected)
     return verdict
 
