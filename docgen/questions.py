@@ -950,6 +950,10 @@ QUESTIONS = (
                "VNNI or AMX: on one without (AVX2 alone), its int8 kernel sums pairs of products in int16 with "
                "saturation, as ONNX Runtime documents, 4 to 270 times beyond the bound (proved by emulation); "
                "quantize with `reduce_range=True` there, which keeps it within its bound; "
+               "`rnn-equivalence verify float.onnx int8.onnx` judges your own `quantize_dynamic` file against its "
+               "float original: each weight within half its grid step, the reference on them and (`--run`) the node "
+               "itself within the bound, \"WITHIN ITS INT8 BOUND\" or the tensor that is off, named "
+               "(tests/cli/test_verify_int8.py); "
                "the first float16 overflow inside a model located by the reference, layer, step, gate and "
                "operation (coremltools#2110: tests/equivalence/test_half_coreml_threads.py); Keras 3 on torch "
                "does not carry a stateful layer's state under a mixed policy (tests/equivalence/test_half_keras.py).",

@@ -20,8 +20,11 @@ Formats read (by suffix):
 - ``.npz``: NumPy arrays by name, ``allow_pickle=False``;
 - ``.weights.h5`` (Keras 3), ``.h5`` (Keras 2 / tf_keras ``save_weights``), read with h5py (arrays only),
   and ``.keras`` (Keras 3's zip: its ``model.weights.h5``, read from memory; its config is not read);
-- ``.onnx``: the ``RNN``, ``LSTM`` and ``GRU`` nodes of the graph, their W, R, B initializers, read with
-  ``onnx.load`` (a protobuf: data only), each node's ``linear_before_reset`` kept beside them;
+- ``.onnx``: the ``RNN``, ``LSTM`` and ``GRU`` nodes of the graph, their W, R, B (an LSTM's P) initializers, read
+  with ``onnx.load`` (a protobuf: data only), each node's ``linear_before_reset``, ``clip`` and ``input_forget`` kept
+  beside them (a reverse node, or activations other than the defaults, refused by name); ONNX Runtime's
+  ``DynamicQuantizeLSTM`` (``quantize_dynamic``'s int8 LSTM): its integers, scales and zero points, checked, read as
+  the dequantized LSTM it computes with (``Module.quantized`` keeps how it is stored, and its grid);
 - a TF1 checkpoint (``model.ckpt.index``, or the prefix ``model.ckpt``): its variables, read with
   ``tf.train.load_checkpoint`` (tensors only; the graph's ``.meta`` is not read);
 - ``.msgpack``: Flax's ``flax.serialization.to_bytes`` of a variables dict (linen) or of an nnx state's
