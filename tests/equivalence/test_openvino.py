@@ -11,7 +11,9 @@ The equivalence itself is the reference tests' (every design case, float32 force
   model is refused; without one it runs and answers for another batch and sequence length;
 - Affine and HardSigmoid are refused (its cells take sigmoid, tanh and relu);
 - the default settings: on a CPU with bf16 or f16 arithmetic the plugin's default inference precision
-  is that, not float32; here the default is read and its run compared with the float32 run.
+  is that, not float32; here the default is read and its run compared with the float32 run;
+- the half hints (bf16, f16): on a CPU without the arithmetic the compiled model says f32 and computes it,
+  bitwise; on one with it, the run is judged by the format's mixed bound (not yet run: no such CPU here).
 """
 
 import numpy as np
@@ -132,3 +134,58 @@ def test_openvino_default_settings(adapter, monkeypatch, record):
                          f"the float64 reference (OpenVINO's default precision {precision})")
     record("nonequivalence", adapter, other="the node at float32", dtype="float32",
            reason=f"OpenVINO's default inference precision on this CPU is {precision}", **comparison.as_record())
+
+
+HALF_HINTS = {"bf16": "bfloat16", "f16": "float16"}  # INFERENCE_PRECISION_HINT: the format it asks for
+
+
+@pytest.mark.applies_to(lambda cls: is_openvino(cls))
+def test_openvino_half_precision_hints_compute_what_the_model_says(adapter, monkeypatch, record):
+    """``INFERENCE_PRECISION_HINT`` bf16 and f16, on data already in the format. Where the CPU lacks the arithmetic
+    (an AMD EPYC with AVX2 alone: OPTIMIZATION_CAPABILITIES FP32, INT8), the compiled model says f32 and its outputs
+    are the f32 run's bitwise: asked for half, OpenVINO computes float32 and says so (measured, 2026.4.1). Where the
+    compiled model says the format, its run is judged by the bound of the format's mixed arithmetic (the weights
+    rounded to it, ``rounded_reference_and_bound``'s weight grid; float32 within each operation, results stored in
+    the format): within, the row is OpenVINO's in that format; beyond, a proved difference, recorded with its size.
+    That branch needs a CPU with AMX or AVX512-FP16, which no machine of this project has had: not yet run."""
+    from rnn_equivalence.reference.formats import round_to
+    from rnn_equivalence.reference.quantized import rounded_reference_and_bound, rounding_grid
+    from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
+
+    case = cases_for(adapter, "quick")[0]
+    stack = case.stack("float32")
+    native = adapter.to_native(stack, case.config)
+    computed, compile_model = {}, adapter.compile
+
+    def compile_and_note(model, hint):  # what the compiled model says it computes in
+        compiled = compile_model(model, hint)
+        if hint in HALF_HINTS:
+            computed[hint] = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        return compiled
+
+    monkeypatch.setattr(adapter, "compile", compile_and_note)
+    for hint, fmt in HALF_HINTS.items():
+        xs = round_to(case.inputs("float32"), fmt).astype(np.float32)  # exact in the format and in float32
+        state = {key: round_to(value, fmt).astype(np.float32) for key, value in case.state("float32").items()}
+        arguments = (native, xs, state, case.config, case.activation)
+        monkeypatch.setattr(adapter, "precision_hint", "f32")
+        forced = adapter.run_native(*arguments)
+        monkeypatch.setattr(adapter, "precision_hint", hint)
+        ran = adapter.run_native(*arguments)
+        if computed[hint] == "f32":
+            for name in forced:
+                np.testing.assert_array_equal(ran[name], forced[name], err_msg=f"{name}: asked {hint}, said f32")
+            continue
+        assert computed[hint] == hint, f"asked {hint}, the compiled model says {computed[hint]}"
+        data = (case._read(xs.astype(np.float64)), {key: v.astype(np.float64) for key, v in state.items()})
+        exact, bound = rounded_reference_and_bound(stack, rounding_grid(stack, fmt), *data, f"mixed_{fmt}")
+        bound = pair_bound(bound, reference_and_bound(stack, *data, "float64")[1])
+        comparison = against(adapter, case, fmt, ran, exact, bound, f"the float64 reference, the {fmt} mixed bound")
+        if comparison.equivalent:
+            record("reference", adapter, dtype=fmt, **comparison.as_record())
+        else:
+            record("nonequivalence", adapter, other=f"the {fmt} mixed bound", dtype=fmt,
+                   reason=f"OpenVINO's {hint} inference precision beyond the {fmt} bound", **comparison.as_record())
+        assert not all(np.array_equal(ran[name], forced[name]) for name in forced), f"says {hint}, computes f32"
+    print(f"compiled precision by hint: {computed}")
+    assert set(computed) == set(HALF_HINTS)
