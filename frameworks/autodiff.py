@@ -77,6 +77,8 @@ class TorchAutograd(OutputsAndSeeds):
         self.torch = importlib.import_module("torch")
 
     def _seed(self, array, dtype):
+        if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch does not take: exact through float32
+            array = array.astype(np.float32)
         return self.torch.as_tensor(array, dtype=dtype)
 
     def _grad(self, outs, sources, seeds):

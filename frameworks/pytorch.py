@@ -189,9 +189,9 @@ class TorchRunner:
         _, grads = autograd.vjp(lambda: outputs, [*weights, leaves["inputs"], *leaves["state"].values()],
                                 cotangents, self.check_cotangents)
         n = len(weights)
-        return {"weights": {name: grad.numpy() for name, grad in zip(native, grads[:n])},
-                "inputs": grads[n].numpy(),
-                "state": {key: grad.numpy() for key, grad in zip(leaves["state"], grads[n + 1:])}}
+        return {"weights": {name: as_array(grad) for name, grad in zip(native, grads[:n])},
+                "inputs": as_array(grads[n]),
+                "state": {key: as_array(grad) for key, grad in zip(leaves["state"], grads[n + 1:])}}
 
     def _optimizer(self, optimizer: dict):
         """The framework's optimizer class and its arguments for ``optimizer``, by PyTorch's names

@@ -15,6 +15,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from rnn_equivalence.frameworks.plan import arithmetic_of
+from rnn_equivalence.harness.cases import data_format
+from rnn_equivalence.reference.formats import numpy_dtype
 from rnn_equivalence.reference.tolerance import Arithmetic, exact
 from rnn_equivalence.reference.backward import stack_gradients
 from rnn_equivalence.reference.stack import DIRECTIONS, StackParams
@@ -27,7 +30,8 @@ def system_cotangents(adapter, case, dtype: str) -> dict:
     float32, in ``dtype``."""
     rng = np.random.default_rng([case.seed, 11])
     shapes = {key: np.shape(value) for key, value in adapter.arrange(case.reference(), case.config).items()}
-    return {key: rng.uniform(-1, 1, shape).astype(np.float32).astype(dtype) for key, shape in sorted(shapes.items())}
+    return {key: rng.uniform(-1, 1, shape).astype(np.float32).astype(numpy_dtype(dtype))  # a half format: rounded
+            for key, shape in sorted(shapes.items())}
 
 
 def canonical_cotangents(adapter, case, cotangents: dict) -> dict:
@@ -73,11 +77,13 @@ def flatten(gradients: dict, stack: StackParams, state_given: bool, reversed_inp
 
 def reference_gradients(adapter, case, dtype: str) -> tuple[dict, dict, dict]:
     """The system's cotangents, and the float64 gradients of its loss with their bounds for ``dtype``
-    (each a ``flatten``ed dict; the bound allows the float64 reference's own error too)."""
+    (each a ``flatten``ed dict; the bound allows the float64 reference's own error too). A half format: the
+    case's data and the cotangents rounded to it, the bound of the arithmetic the system runs it in
+    (``arithmetic_of``: PyTorch's, float32 within each operation and each result stored in half)."""
     cotangents = system_cotangents(adapter, case, dtype)
     canonical = canonical_cotangents(adapter, case, cotangents)
-    key = (case, tuple((k, v.tobytes()) for k, v in sorted(canonical.items())))
-    values, bound = _gradients_and_bound(key, dtype)
+    key = (case, data_format(dtype), tuple((k, v.tobytes()) for k, v in sorted(canonical.items())))
+    values, bound = _gradients_and_bound(key, arithmetic_of(adapter, dtype))
     _, exact_bound = _gradients_and_bound(key, "float64")
     return cotangents, values, {name: bound[name] + exact_bound[name] for name in bound}
 
@@ -85,13 +91,13 @@ def reference_gradients(adapter, case, dtype: str) -> tuple[dict, dict, dict]:
 @lru_cache(maxsize=None)
 def _gradients_and_bound(key, dtype: str) -> tuple[dict, dict]:
     """``rnn_equivalence.reference.backward`` on ``rnn_equivalence.reference.tolerance.Arithmetic``: the exact
-    gradients (the values, from the exact data) and the running bound on a ``dtype`` computation's error."""
-    case, canonical = key[0], {k: np.frombuffer(v) for k, v in key[1]}
+    gradients (the values, from the exact data in the key's format) and the running bound on the error of a
+    computation in the arithmetic ``dtype``."""
+    case, data, canonical = key[0], key[1], {k: np.frombuffer(v) for k, v in key[2]}
     reference = case.reference()
     canonical = {k: v.reshape(reference[k].shape) for k, v in canonical.items()}
-    stack = case.stack()
-    state = case.state()
-    result = stack_gradients(Arithmetic(dtype), stack, exact(case._read(case.inputs())),
+    stack, xs, state = case.exact_data(data)
+    result = stack_gradients(Arithmetic(dtype), stack, exact(case._read(xs)),
                              None if state is None else {k: exact(v) for k, v in state.items()}, canonical,
                              case._read_padding(), case.padded_output, case.forget_bias)
     flat = flatten(result, stack, state is not None, case.reversed_inputs)
