@@ -543,6 +543,9 @@ def quantized_node_run(node, reference: StackParams, grid: StackParams, xs, stat
                                node.params.activation)
     except ImportError as error:
         return f"not run: {error}"
+    except Exception as error:  # noqa: BLE001 - ONNX Runtime fails on the file's node: said, not a crash
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        return f"not run: ONNX Runtime failed: {type(error).__name__}: {first}"
     exact, bound = quantized_reference_and_bound(reference, grid, xs, state, scheme=ORT_ACTIVATIONS)
     bound = pair_bound(bound, reference_and_bound(reference, xs, state, "float64")[1])
     comparison = compare_outputs({key: np.asarray(value, np.float64) for key, value in outputs.items()},
@@ -663,17 +666,22 @@ def framework_run(module, xs, state, padding=None) -> dict:
     except ImportError as error:
         return {"not run": f"{module.system}: {error}"}
     shape = (module.config.num_layers, module.config.bidirectional, module.config.bias)
-    checked = sorted({(c.num_layers, c.bidirectional, c.bias) for c in adapter.configs})
-    # A layer's runner builds any stack; a cell system's runs the structures its test plan declares.
-    if not adapter.layer and shape[:2] != (1, False) and shape not in checked:
+    structure = lambda c: (c.num_layers, c.bidirectional, c.bias)  # noqa: E731
+    # A layer's runner builds any stack; a cell system's runs the structures its test plan declares, its padded
+    # runs' too (an ONNX node's two directions: its configuration naming the direction), with their options.
+    declared = {structure(c): c for c in (*adapter.padded_configs, *adapter.configs)}
+    checked = sorted(declared)
+    if not adapter.layer and shape[:2] != (1, False) and shape not in declared:
         return {"not run": f"{module.system}'s runner takes (layers, bidirectional, bias) in {checked}, "
                            f"not {shape}"}
-    if padding is not None and not adapter.padded_configs:
+    padded = [c for c in adapter.padded_configs if structure(c)[:2] == shape[:2]] or adapter.padded_configs[:1]
+    if padding is not None and not padded:
         return {"not run": f"{module.system} takes no lengths (a padded batch)"}
     config = module.config
     if padding is not None:  # the system's own way to take lengths, in this structure
-        options = adapter.padded_configs[0].options
-        config = LayerConfig(config.num_layers, config.bidirectional, config.bias, options=options)
+        config = LayerConfig(config.num_layers, config.bidirectional, config.bias, options=padded[0].options)
+    elif not adapter.layer and shape[:2] != (1, False):  # a declared structure, run with its own options
+        config = LayerConfig(config.num_layers, config.bidirectional, config.bias, options=declared[shape].options)
     runs = {}
     for dtype in (d for d in DTYPES if d in adapter.dtypes):
         params = module.params.astype(dtype)
@@ -685,6 +693,9 @@ def framework_run(module, xs, state, padding=None) -> dict:
                                  **({"padding": padding} if padding else {}))
         except ValueError as error:  # the system refuses this run (a structure or option it does not take)
             return {"not run": f"{module.system}: {error}"}
+        except Exception as error:  # noqa: BLE001 - the framework itself fails on these weights: said, not a crash
+            first = (str(error).strip().splitlines() or [""])[0][:300]
+            return {"not run": f"{module.system} failed: {type(error).__name__}: {first}"}
         runs[dtype] = compare_outputs(actual, adapter.arrange(exact, config), adapter.arrange(bound, config),
                                       f"{adapter.describe()} on {name_of(module)}, {dtype}")
         row = _known_issue(module, dtype)

@@ -253,3 +253,20 @@ def test_a_float_node_is_read_with_its_peepholes_and_clip_or_refused(tmp_path, l
     del reverse.graph.node[0].attribute[:]
     reverse.graph.node[0].attribute.extend(kept + [onnx.helper.make_attribute("direction", "reverse")])
     assert "direction 'reverse'" in refused(tmp_path, reverse)
+
+
+def test_a_bidirectional_onnx_node_runs_in_its_framework(tmp_path, load_system):
+    """``--run`` of a bidirectional ONNX LSTM file: ONNX Runtime runs the node with its two directions (the
+    configuration of the system's padded runs that names the direction), whole and padded, each within its bound;
+    before, the cell system's forward-only configurations left it "not run"."""
+    import onnx
+
+    path = tmp_path / "bidirectional.onnx"
+    onnx.save(float_model(load_system, BIDIRECTIONAL), str(path))
+    inputs_file = tmp_path / "x.npy"
+    np.save(inputs_file, random_inputs(5, 2, I, 0, np.float32))
+    for extra in ((), ("--inputs", inputs_file, "--lengths", "5,3")):
+        pair = only_pair(path, path, "--run", *extra)
+        for side in ("A", "B"):
+            run32 = pair["frameworks"][side]["float32"]
+            assert isinstance(run32, dict) and HONEST <= run32["ratio"] <= 1, (extra, run32)
