@@ -719,8 +719,8 @@ def _onnx(path: Path) -> dict[str, np.ndarray]:
                 used.add(name)
         if node.op_type == "GRU":
             weights[f"{label}/linear_before_reset"] = np.array(attributes.get("linear_before_reset", 0))
-        for attribute in ("clip", "input_forget"):  # the mapping's options (ONNX_OPTIONS), as 0-d arrays
-            if attribute in attributes and node.op_type != "GRU":
+        for attribute in ("clip", "input_forget"):  # the mapping's options (ONNX_OPTIONS), as 0-d arrays: read, so
+            if attribute in attributes:              # that a family's mapping without them refuses them by name
                 weights[f"{label}/{attribute}"] = np.array(attributes[attribute], np.float32)
     weights.update({name: value for name, value in initializers.items() if name not in used})
     return weights
@@ -789,7 +789,8 @@ class Module:
 
     def summary(self) -> dict:
         p = self.params
-        return {**({"quantized": self.quantized.summary()} if self.quantized else {}),"location": self.location or "(top level)", "system": self.system, "family": self.family,
+        quantized = {"quantized": self.quantized.summary()} if self.quantized else {}
+        return {**quantized, "location": self.location or "(top level)", "system": self.system, "family": self.family,
                 "gru_variant": p.layers[0][0].variant if self.family == "gru" else None,
                 "input_size": self.input_size, "hidden_size": self.hidden_size, "num_layers": self.config.num_layers,
                 "bidirectional": self.config.bidirectional, "bias": self.config.bias,
@@ -1178,7 +1179,7 @@ def _read_quantized_onnx(label: str, roles: dict[str, np.ndarray]) -> Module:
         if not np.all(np.isfinite(scale) & (scale > 0)):
             raise FileRefused(f"{where}: expected {kernel}_scale finite and positive, got "
                               f"{scale[~(np.isfinite(scale) & (scale > 0))].ravel()[:3].tolist()}")
-    held = held_weights({role: value for role, value in roles.items() if role != "P"})
+    held = held_weights(roles)
     config = LayerConfig(1, D == 2, "B" in roles)
     quantized_mapping = OnnxQuantizedMapping(mapping("onnx-ort-lstm"))
     native = quantized_mapping.dequantized(held)

@@ -327,8 +327,9 @@ class TorchAdapter(Adapter):
 
     distributions = ("torch",)
     requires = ("torch",)
-    # float16 and bfloat16: the forward capabilities only (frameworks/plan.py, CAPABILITY_DTYPES: no derived half
-    # bound for gradients and optimizer steps); what PyTorch's CPU kernels compute in them: the module's docstring.
+    # float16 and bfloat16: the forward capabilities in the designs (frameworks/plan.py, CAPABILITY_DTYPES), the
+    # gradients by name (tests/equivalence/test_half_torch.py), no optimizer step; what PyTorch's CPU kernels compute
+    # in them: the module's docstring.
     dtypes = ("float32", "float64", "float16", "bfloat16")
     arithmetic = {"float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}  # float32 within each operation
     autodiff = "torch.autograd"

@@ -75,15 +75,16 @@ def flatten(gradients: dict, stack: StackParams, state_given: bool, reversed_inp
     return flat
 
 
-def reference_gradients(adapter, case, dtype: str) -> tuple[dict, dict, dict]:
+def reference_gradients(adapter, case, dtype: str, arithmetic: str | None = None) -> tuple[dict, dict, dict]:
     """The system's cotangents, and the float64 gradients of its loss with their bounds for ``dtype``
     (each a ``flatten``ed dict; the bound allows the float64 reference's own error too). A half format: the
     case's data and the cotangents rounded to it, the bound of the arithmetic the system runs it in
-    (``arithmetic_of``: PyTorch's, float32 within each operation and each result stored in half)."""
+    (``arithmetic_of``: PyTorch's, float32 within each operation and each result stored in half), or of
+    ``arithmetic`` where given (a test that shows the right one is needed)."""
     cotangents = system_cotangents(adapter, case, dtype)
     canonical = canonical_cotangents(adapter, case, cotangents)
     key = (case, data_format(dtype), tuple((k, v.tobytes()) for k, v in sorted(canonical.items())))
-    values, bound = _gradients_and_bound(key, arithmetic_of(adapter, dtype))
+    values, bound = _gradients_and_bound(key, arithmetic or arithmetic_of(adapter, dtype))
     _, exact_bound = _gradients_and_bound(key, "float64")
     return cotangents, values, {name: bound[name] + exact_bound[name] for name in bound}
 
