@@ -22,8 +22,9 @@ from rnn_equivalence.reference.formats import FORMATS, HALF_FORMATS
 # pass's half bound (reference/backward.py on a mixed arithmetic) is checked on PyTorch alone, by name
 # (tests/equivalence/test_half_torch.py: the other frameworks' half gradients are not yet measured against it) and
 # the optimizer step has none (``optimizer_step_bound`` is derived for float32 and float64), so in the designs
-# gradients and steps, like every capability not named here, run in float32 and float64 only. The wrong mappings run in float32 and each half format (float64 adds nothing:
-# a mistake caught against float32's bound is caught against float64's).
+# gradients and steps, like every capability not named here, run in float32 and float64 only. The wrong mappings
+# run in float32 and each half format (float64 adds nothing: a mistake caught against float32's bound is caught
+# against float64's).
 CAPABILITY_DTYPES = {**dict.fromkeys(("whole", "eager", "padded", "chunked"), FORMATS),
                      "mutations": ("float32", *HALF_FORMATS)}
 DEFAULT_DTYPES = ("float32", "float64")  # every other capability's

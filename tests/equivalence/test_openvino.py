@@ -166,7 +166,8 @@ def test_openvino_half_precision_hints_compute_what_the_model_says(adapter, monk
     monkeypatch.setattr(adapter, "compile", compile_and_note)
     for hint, fmt in HALF_HINTS.items():
         xs = round_to(case.inputs("float32"), fmt).astype(np.float32)  # exact in the format and in float32
-        state = {key: round_to(value, fmt).astype(np.float32) for key, value in case.state("float32").items()}
+        state = {key: round_to(value, fmt).astype(np.float32) for key, value in (case.state("float32") or {}).items()}
+        state = state or None  # a configuration without an initial state
         arguments = (native, xs, state, case.config, case.activation)
         monkeypatch.setattr(adapter, "precision_hint", "f32")
         forced = adapter.run_native(*arguments)
@@ -177,7 +178,8 @@ def test_openvino_half_precision_hints_compute_what_the_model_says(adapter, monk
                 np.testing.assert_array_equal(ran[name], forced[name], err_msg=f"{name}: asked {hint}, said f32")
             continue
         assert computed[hint] == hint, f"asked {hint}, the compiled model says {computed[hint]}"
-        data = (case._read(xs.astype(np.float64)), {key: v.astype(np.float64) for key, v in state.items()})
+        data = (case._read(xs.astype(np.float64)),
+                None if state is None else {key: v.astype(np.float64) for key, v in state.items()})
         exact, bound = rounded_reference_and_bound(stack, rounding_grid(stack, fmt), *data, f"mixed_{fmt}")
         bound = pair_bound(bound, reference_and_bound(stack, *data, "float64")[1])
         comparison = against(adapter, case, fmt, ran, exact, bound, f"the float64 reference, the {fmt} mixed bound")
