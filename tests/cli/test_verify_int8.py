@@ -89,7 +89,7 @@ def test_a_quantize_dynamic_file_is_within_its_int8_bound(tmp_path, load_system,
 def test_the_node_itself_runs_within_its_bound_or_says_why(tmp_path, load_system):
     """``--run``: ONNX Runtime's node on the file's own integers against the original's function, with the bound of
     its grid and its 255-level activations. With 7-bit weights (``reduce_range``) no pair of products saturates, so
-    it is within on any CPU (measured err/bound 0.15); with 8-bit weights on a CPU without VNNI or AMX the node is
+    it is within on any CPU (measured err/bound 0.18); with 8-bit weights on a CPU without VNNI or AMX the node is
     beyond by design (frameworks/onnx_quantized.py), said with its cause and not counted."""
     from rnn_equivalence.frameworks.onnx_quantized import u8s8_saturates
 
@@ -131,7 +131,8 @@ def bias_changed():
                          ids=["scale_doubled", "gates_exchanged", "bias_changed"])
 def test_a_quantizer_bug_in_the_file_is_beyond_its_bound_and_named(tmp_path, load_system, bug, named):
     """The file's tensor that is not the original's quantized is named, and the reference on its weights is beyond
-    the bound of the grid (measured err/bound 2.5 to 12 times)."""
+    the bound of the grid (measured, onnxruntime 1.32.0: a gate's recurrent scale doubled 54.6 half steps off and 1.09
+    times the bound; two gates' input rows exchanged 204 half steps, 14.5 times; a bias changed by 0.25, 10.5 times)."""
     mutate = bug()
     if bug is bias_changed:  # the float biases: written into the quantized file's B initializer
         import onnx
