@@ -63,6 +63,17 @@ DTYPES = ("float32", "float64")
 FLOAT_ORIGINALS = ("float32", "float64")  # what a half file is compared with as its original
 
 
+def other_side(side: str) -> str:
+    """"A" for "B" and "B" for "A": in a pair judged as one side's lower-precision copy, the original's side."""
+    return "A" if side == "B" else "B"
+
+
+def by_side(a, b, side: str) -> tuple:
+    """(the original, the copy) of the pair ``a``, ``b`` where ``side`` ("A" or "B") names the copy (stored in a half
+    format, or quantized)."""
+    return (a, b) if side == "B" else (b, a)
+
+
 @dataclass
 class HalfCheck:
     """One side stored in a half format (``format``), the other (its original) in float32 or float64: whether the
@@ -79,7 +90,7 @@ class HalfCheck:
 
     @property
     def original(self) -> str:
-        return "A" if self.rounded == "B" else "B"
+        return other_side(self.rounded)
 
     @property
     def equivalent(self) -> bool:
@@ -389,7 +400,7 @@ def in_format(xs, state, fmt: str):
 def half_verdict(a, b, half: tuple[str, str], xs, state, padding, runs) -> Verdict:
     """The verdict of a half pair (``half_pair``): the parameters, then the runs (``HalfCheck``)."""
     fmt, side = half
-    original, rounded = (a, b) if side == "B" else (b, a)
+    original, rounded = by_side(a, b, side)
     xs, state = in_format(xs, state, fmt)
     differing, summed, grid = rounding_check(original.params, rounded.params, fmt)
     check = HalfCheck(fmt, side, stored_dtype(original), differing, summed,
@@ -427,7 +438,7 @@ class QuantizedCheck:
 
     @property
     def original(self) -> str:
-        return "A" if self.quantized == "B" else "B"
+        return other_side(self.quantized)
 
     @property
     def within(self) -> bool:
@@ -507,7 +518,7 @@ def quantized_verdict(a, b, side: str, xs, state, padding, runs) -> Verdict:
     if padding is not None:
         raise FileRefused("--lengths or --mask with an int8 model: its bound takes whole sequences (a quantized node "
                           "quantizes its padded steps too)")
-    original, node = (a, b) if side == "B" else (b, a)
+    original, node = by_side(a, b, side)
     grid, differing, off = quantized_grid(original.params, node)
     exact, bound_64 = reference_and_bound(original.params, xs, state, "float64")
     computed = reference_and_bound(node.params, xs, state, "float64")[0]
@@ -747,7 +758,7 @@ def verify_modules(a, b, seed: int = 0, diagnose: bool = True, run_frameworks: b
         if quantized is None:
             verdict.frameworks = {"A": framework_run(a, xs, state, padding), "B": framework_run(b, xs, state, padding)}
         else:  # the int8 node judged against its original's function, with the bound of the grid and its activations
-            original, node = (a, b) if quantized == "B" else (b, a)
+            original, node = by_side(a, b, quantized)
             verdict.frameworks = {quantized: {node.quantized.dtype: quantized_node_run(
                 node, original.params, verdict.quantized.grid, xs, state)},
                 verdict.quantized.original: framework_run(original, xs, state, padding)}
@@ -783,6 +794,6 @@ def diagnosis(a, b, half: HalfCheck | None, xs, state, padding=None, suspected=N
 
     if half is None:
         return explain(a, b, xs, state, padding, suspected)
-    original, rounded = (a, b) if half.rounded == "B" else (b, a)
+    original, rounded = by_side(a, b, half.rounded)
     xs, state = in_format(xs, state, half.format)
     return explain(original, rounded, xs, state, padding, judges=half_judges(rounded, half.format, xs, state, padding))

@@ -77,7 +77,9 @@ def test_a_quantize_dynamic_file_is_within_its_int8_bound(tmp_path, load_system,
     q = pair["quantized"]
     assert pair["equivalent"] is None and q["within_bound"] and q["on_grid"] and q["original"] == "A"
     assert q["scales"] == ("per row" if options.get("per_channel") else "per direction")
-    assert 0.9 < max(q["worst_step_fraction"].values()) <= 1, q["worst_step_fraction"]  # on the grid, and near it
+    # On the grid (at most half a step off), and near its edge (measured 0.996 to 0.999): rounding to nearest over
+    # some 140 weights meets a value near a half step, so a grid twice too coarse would show here (below 0.5)
+    assert 0.9 < max(q["worst_step_fraction"].values()) <= 1, q["worst_step_fraction"]
     ratio = q["runs"]["weights"]["ratio"]
     print(f"weights on their grid: err/bound {ratio:.3g}; float32 bound alone {pair['runs']['float32']['ratio']:.3g}")
     assert HONEST <= ratio <= 1, ratio
