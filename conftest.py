@@ -20,6 +20,7 @@ prepare_process()
 
 from rnn_equivalence.frameworks import ADAPTERS, adapter_class, load  # noqa: E402  (imports no framework)
 from rnn_equivalence.frameworks import conversion_cache  # noqa: E402  (NumPy only)
+from rnn_equivalence.harness import reference_cache  # noqa: E402  (NumPy only)
 from rnn_equivalence.frameworks.base import distribution_version  # noqa: E402
 from rnn_equivalence.harness import selection as selection_mod  # noqa: E402
 from rnn_equivalence.harness import schedule, shards  # noqa: E402
@@ -64,6 +65,12 @@ def pytest_addoption(parser):
         help=f"convert every converted system's model afresh: neither read nor write the cache of converted models "
              f"kept across runs (rnn_equivalence.frameworks.conversion_cache; also ${conversion_cache.OFF_VAR}=1; "
              f"its directory: ${conversion_cache.CACHE_VAR}, else the user's cache directory)",
+    )
+    parser.addoption(
+        "--no-reference-cache", action="store_true", default=False,
+        help=f"compute every case's reference results and bounds afresh: neither read nor write the cache of them "
+             f"kept across runs (rnn_equivalence.harness.reference_cache; also ${reference_cache.OFF_VAR}=1; its "
+             f"directory: ${reference_cache.CACHE_VAR}, else the user's cache directory)",
     )
     parser.addoption(
         "--equivalence-summary", default="compact", choices=("compact", "full"),
@@ -143,6 +150,7 @@ def pytest_configure(config):
         "(set by the parametrisation)",
     )
     cache = _conversion_cache(config)
+    _reference_cache(config)
     if not hasattr(config, "workerinput"):  # xdist workers only forward their reports
         _share_jax_compilations(config)
         summary = Summary(report_dir=config.getoption("--equivalence-report"), names=selection.names, depth=depth,
@@ -190,6 +198,17 @@ def _conversion_cache(config):
         raise pytest.UsageError(str(error)) from None
 
 
+def _reference_cache(config):
+    """The directory of the references and bounds kept across runs (``rnn_equivalence.harness.reference_cache``),
+    checked before any test, as the conversion cache's; the option passed on as its environment variable."""
+    if config.getoption("--no-reference-cache"):
+        os.environ[reference_cache.OFF_VAR] = "1"
+    try:
+        return reference_cache.check_cache_directory()
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
 def _fail_fast_on_missing(selection):
     """A module that is not installed at all is reported before any test runs."""
     missing = selection_mod.uninstalled_modules(selection.names)
@@ -209,7 +228,7 @@ def pytest_report_header(config):
         for dist in adapter_class(name).distributions:
             versions[dist] = distribution_version(dist)
     policy = "error" if selection.missing_is_error else "skip with reason"
-    cache = conversion_cache.cache_directory()
+    cache, references = conversion_cache.cache_directory(), reference_cache.cache_directory()
     return [
         "rnn-equivalence: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"rnn-equivalence: frameworks {', '.join(selection.names)}; "
@@ -218,6 +237,8 @@ def pytest_report_header(config):
         "rnn-equivalence: depth {}, seed {}".format(*config.stash[DESIGN]),
         f"rnn-equivalence: converted models cached in {cache}" if cache else
         f"rnn-equivalence: conversion cache off (--no-conversion-cache or {conversion_cache.OFF_VAR}=1)",
+        f"rnn-equivalence: references and bounds cached in {references}" if references else
+        f"rnn-equivalence: reference cache off (--no-reference-cache or {reference_cache.OFF_VAR}=1)",
     ]
 
 

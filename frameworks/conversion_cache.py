@@ -176,9 +176,10 @@ def header(key: str, data: bytes) -> bytes:
     return f"{FORMAT} {key} {len(data)} {hashlib.sha256(data).hexdigest()}\n".encode()
 
 
-def read_entry(path: Path, key: str) -> bytes | None:
+def read_entry(path: Path, key: str, counts: dict = COUNTS, what: str = "conversion cache") -> bytes | None:
     """The payload of the entry at ``path`` if it is whole and its checksum holds; None if there is none.
-    A damaged one is removed (and counted in ``COUNTS["rejected"]``): the caller converts again."""
+    A damaged one is removed (and counted in ``counts["rejected"]``): the caller makes it again. ``counts`` and
+    ``what``: another cache's (``rnn_equivalence.harness.reference_cache`` keeps its entries so)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -186,11 +187,16 @@ def read_entry(path: Path, key: str) -> bytes | None:
     first, newline, data = raw.partition(b"\n")
     if newline and raw.startswith(header(key, data)):
         return data
-    COUNTS["rejected"] += 1
-    warnings.warn(f"conversion cache: {path} is damaged (truncated, or its checksum does not hold): removed, "
-                  "converting again", RuntimeWarning, stacklevel=3)
-    path.unlink(missing_ok=True)
+    rejected(path, counts, what)
     return None
+
+
+def rejected(path: Path, counts: dict = COUNTS, what: str = "conversion cache") -> None:
+    """A damaged entry: warned of, counted, removed (the caller makes it again, never runs it)."""
+    counts["rejected"] += 1
+    warnings.warn(f"{what}: {path} is damaged (truncated, or its checksum or contents do not hold): removed, "
+                  "made again", RuntimeWarning, stacklevel=4)
+    path.unlink(missing_ok=True)
 
 
 def write_entry(path: Path, key: str, data: bytes) -> None:

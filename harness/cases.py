@@ -22,6 +22,7 @@ from rnn_equivalence.frameworks.plan import dtypes_for
 from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.harness.depth import design
 from rnn_equivalence.reference.formats import HALF_FORMATS, numpy_dtype, round_to, storage_format
+from rnn_equivalence.harness.reference_cache import kept
 from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from rnn_equivalence.reference.params import CellParams, state_keys
 from rnn_equivalence.reference.padding import HOLES, Mask, Padding
@@ -520,27 +521,35 @@ def _data(case: Case) -> Case:
     return replace(case, dtypes=()) if case.dtypes else case
 
 
+# Kept across runs besides (``rnn_equivalence.harness.reference_cache``), by the content of what each computation
+# reads: the arrays after the case's reading of them (reversed inputs, padding), not the case's description.
 @lru_cache(maxsize=None)
 def _reference(case: Case, data: str) -> dict:
     stack, xs, state = case.exact_data(data)
-    return _read_only(run_stack(stack, case._read(xs), state, case._read_padding(), case.padded_output))
+    arguments = (stack, case._read(xs), state, case._read_padding(), case.padded_output)
+    return _read_only(kept("run_stack", arguments, lambda: run_stack(*arguments), __name__))
 
 
 @lru_cache(maxsize=None)
 def _bound(case: Case, dtype: str, data: str) -> dict:
     """The bound in ``dtype`` from the case's data in the format ``data`` (``data_format``)."""
     stack, xs, state = case.exact_data(data)
-    return _read_only(reference_and_bound(stack, case._read(xs), state, dtype, case.forget_bias,
-                                          case._read_padding(), case.padded_output)[1])
+    arguments = (stack, case._read(xs), state, dtype, case.forget_bias, case._read_padding(), case.padded_output)
+    return _read_only(kept("reference_and_bound:bound", arguments, lambda: reference_and_bound(*arguments)[1],
+                           __name__))
 
 
 @lru_cache(maxsize=None)
 def _chunk_references(case: Case, dtype: str, data: str) -> list[tuple[dict, dict]]:
     args = case.exact_data(data)
-    computed = chunked_reference_and_bound(*args, dtype, case.forget_bias, sizes=case.chunks)
-    exact = chunked_reference_and_bound(*args, "float64", case.forget_bias, sizes=case.chunks)
-    return [(_read_only(values), _read_only(pair_bound(bound, exact_bound)))
-            for (values, bound), (_, exact_bound) in zip(computed, exact)]
+
+    def compute():
+        computed = chunked_reference_and_bound(*args, dtype, case.forget_bias, sizes=case.chunks)
+        exact = chunked_reference_and_bound(*args, "float64", case.forget_bias, sizes=case.chunks)
+        return [(values, pair_bound(bound, exact_bound)) for (values, bound), (_, exact_bound) in zip(computed, exact)]
+
+    chunks = kept("chunked_reference_and_bound", (args, dtype, case.forget_bias, case.chunks), compute, __name__)
+    return [(_read_only(values), _read_only(bound)) for values, bound in chunks]
 
 
 def _read_only(arrays: dict) -> dict:
