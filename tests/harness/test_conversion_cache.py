@@ -11,6 +11,7 @@ import pytest
 from rnn_equivalence.frameworks import conversion_cache as converted
 from rnn_equivalence.frameworks.conversion_cache import (CACHE_VAR, COUNTS, OFF_VAR, conversion_key, converted_once,
                                                          read_entry, weights_digests, write_entry)
+from rnn_equivalence.harness import reference_cache as references
 from rnn_equivalence.harness.summary import Summary, conversions_text
 from tests.harness.cache_writer import write_many
 from tests.harness.test_pytest_run import run_pytest
@@ -244,12 +245,15 @@ def test_the_options_and_the_variables_reach_the_header(tmp_path):
     moves it (the report header names it), and a path that is no directory is a usage error, before any
     test runs."""
     test = "tests/reference/test_params.py"
-    chosen = {CACHE_VAR: str(tmp_path / "chosen")}
-    for args, env, expected in ((["--no-conversion-cache"], chosen, "conversion cache off"),
-                                ([], {**chosen, OFF_VAR: "1"}, "conversion cache off"),
-                                ([], chosen, f"converted models cached in {tmp_path / 'chosen'}")):
+    chosen = {CACHE_VAR: str(tmp_path / "chosen"), references.CACHE_VAR: str(tmp_path / "references")}
+    # the reference cache's option and directory (harness/reference_cache.py) ride along: the same child runs
+    for args, env, expected in ((["--no-conversion-cache", "--no-reference-cache"], chosen,
+                                 ("conversion cache off", "reference cache off")),
+                                ([], {**chosen, OFF_VAR: "1"}, ("conversion cache off", "references and bounds "
+                                                                 f"cached in {tmp_path / 'references'}")),
+                                ([], chosen, (f"converted models cached in {tmp_path / 'chosen'}",))):
         code, out = run_pytest("--collect-only", *args, test, env=env)  # the header is printed before collection
-        assert code == pytest.ExitCode.OK and expected in out, out
+        assert code == pytest.ExitCode.OK and all(line in out for line in expected), out
     (tmp_path / "a-file").write_text("")
     code, out = run_pytest(test, env={CACHE_VAR: str(tmp_path / "a-file")})
     assert code == pytest.ExitCode.USAGE_ERROR and "not a writable directory" in out, out

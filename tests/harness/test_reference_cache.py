@@ -18,7 +18,6 @@ from rnn_equivalence.frameworks.conversion_cache import header, write_entry
 from rnn_equivalence.reference.padding import Padding
 from rnn_equivalence.reference.stack import run_stack
 from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
-from tests.harness.test_pytest_run import run_pytest
 
 LRU = (cases._reference, cases._bound, cases._chunk_references, gradients._gradients_and_bound)
 
@@ -251,13 +250,11 @@ def test_the_cache_directory_is_beside_the_converted_models_unless_chosen(monkey
     assert kept_cache.cache_directory() == tmp_path / "mine"
 
 
-def test_the_option_and_the_variables_reach_the_header(tmp_path):
-    test = "tests/reference/test_params.py"
-    chosen = {CACHE_VAR: str(tmp_path / "chosen")}
-    for args, env, expected in ((["--no-reference-cache"], chosen, "reference cache off"),
-                                ([], chosen, f"references and bounds cached in {tmp_path / 'chosen'}")):
-        code, out = run_pytest("--collect-only", *args, test, env=env)
-        assert code == pytest.ExitCode.OK and expected in out, out
+def test_a_path_that_is_no_directory_is_refused_before_any_test(tmp_path, monkeypatch):
+    """conftest.py turns this into a usage error; its header lines and --no-reference-cache are checked in the
+    conversion cache's child runs (tests/harness/test_conversion_cache.py), which print both caches'."""
     (tmp_path / "a-file").write_text("")
-    code, out = run_pytest("--collect-only", test, env={CACHE_VAR: str(tmp_path / "a-file")})
-    assert code == pytest.ExitCode.USAGE_ERROR and "not a writable directory" in out, out
+    monkeypatch.delenv(OFF_VAR, raising=False)
+    monkeypatch.setenv(CACHE_VAR, str(tmp_path / "a-file"))
+    with pytest.raises(ValueError, match="reference cache .*: not a writable directory"):
+        kept_cache.check_cache_directory()
