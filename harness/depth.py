@@ -48,7 +48,9 @@ tf2onnx-keras2-gru-rnn 78 s and 16 converted models before, 40 s and 11 after; t
 distinct models before, 13 after. The chunked runs (a model per chunk length) make much of the rest.
 
 At full depth a converted system runs every case and every mutation, as every other system does.
-Converted models are kept across runs besides (``rnn_equivalence.frameworks.conversion_cache``).
+Converted models are kept across runs besides (``rnn_equivalence.frameworks.conversion_cache``), and so are every
+case's reference and bounds (``rnn_equivalence.harness.reference_cache``): engineering, not coverage; every depth
+runs what it ran.
 
 Tests of the reference and the machinery (no system: they run in every selection, the NumPy-only run's
 cost) follow the depth too, where a test runs a product of factors: at full depth the whole product; short
