@@ -17,7 +17,8 @@ from rnn_equivalence.frameworks.conversion_cache import take_counts
 from rnn_equivalence.frameworks.plan import arithmetic_of
 from rnn_equivalence.harness.report import write
 from rnn_equivalence.harness.shards import write_part
-from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY, peak_rss_gib
+from rnn_equivalence.harness.reference_cache import take_counts as take_reference_counts
+from rnn_equivalence.harness.summary import CONVERSIONS, COST, PROPERTY, REFERENCES, peak_rss_gib
 
 
 def family_of(system: str) -> str:
@@ -64,6 +65,9 @@ def pytest_runtest_makereport(item, call):
     counts = take_counts()
     if system and any(counts.values()):  # the harness's own tests of the cache (a fake converter) count nothing
         report.user_properties.append((CONVERSIONS, {**counts, "system": system}))
+    references = take_reference_counts()
+    if any(references.values()):
+        report.user_properties.append((REFERENCES, references))
     return report
 
 

@@ -226,3 +226,11 @@ def kept(kind: str, arguments, compute: Callable, caller: str):
     path.parent.mkdir(parents=True, exist_ok=True)
     write_entry(path, name, encode(result))
     return result
+
+
+def take_counts() -> dict[str, int]:
+    """This process's counts since the last call, and zero again (``rnn_equivalence.harness.records`` hands them to
+    the summary)."""
+    taken = dict(COUNTS)
+    COUNTS.update(dict.fromkeys(COUNTS, 0))
+    return taken

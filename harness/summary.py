@@ -16,6 +16,9 @@ PROPERTY = "rnn_equivalence"
 # (rnn_equivalence.frameworks.conversion_cache, attached by rnn_equivalence.harness.records):
 # {"from_cache": n, "converted": n, "rejected": n}.
 CONVERSIONS = "rnn_equivalence_conversions"
+# A report's count of references and bounds read from the reference cache or computed in its phase
+# (rnn_equivalence.harness.reference_cache, attached by rnn_equivalence.harness.records): the same keys, "computed".
+REFERENCES = "rnn_equivalence_references"
 # What a test phase cost: {"system": name or the test module, "seconds": its duration}
 # (rnn_equivalence.harness.records).
 COST = "rnn_equivalence_cost"
@@ -263,6 +266,7 @@ class Summary:
         self.conversions = {"from_cache": 0, "converted": 0, "rejected": 0}  # summed over every process
         self.conversions_by_system: dict[str, int] = {}  # models each system needed: from the cache or converted
         self.conversion_cache: str | None = None  # its directory, "" where off (conftest sets it); None: unknown
+        self.references = {"from_cache": 0, "computed": 0, "rejected": 0}  # summed over every process
         self.seconds: dict[str, float] = {}  # test seconds by system (or test module), every phase, every worker
         # by process ("gw0", or "main" without xdist): GiB (rnn_equivalence.harness.records)
         self.wall_seconds: float | None = None  # the run's wall time, start to end (a merge: its parts', summed)
@@ -307,6 +311,9 @@ class Summary:
         for name, value in getattr(report, "user_properties", ()):
             if name == CONVERSIONS:  # on the report of the phase that made them, whatever the phase
                 self.add_conversions(value)
+            elif name == REFERENCES:
+                for key in self.references:
+                    self.references[key] += int(value.get(key, 0))
             elif name == COST:
                 self.seconds[value["system"]] = self.seconds.get(value["system"], 0.0) + value["seconds"]
         self.outcomes[_outcome(report)] += _counts(report)
@@ -345,6 +352,15 @@ class Summary:
         came from the conversion cache."""
         return conversions_text(self.conversions, self.conversion_cache)
 
+    def references_text(self) -> str:
+        """The header's line on the cases' references and bounds ("" where none was needed)."""
+        total = self.references["from_cache"] + self.references["computed"]
+        if not total:
+            return ""
+        rejected = self.references["rejected"]
+        return (f"References and bounds: {self.references['from_cache']} of {total} from the reference cache"
+                + (f", {rejected} damaged entries removed and computed again" if rejected else "") + ".")
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.systems or self.pairs or self.non_equivalences or self.quantized:
             terminalreporter.section("equivalence summary")
@@ -378,6 +394,8 @@ class Summary:
                    "dtype; * known issues.")
         if self.conversions_text():
             _wrap(write_line, self.conversions_text())
+        if self.references_text():
+            _wrap(write_line, self.references_text())
         if self.cost_text():
             _wrap(write_line, self.cost_text())
         versions = sorted({v for row in self.systems.values() for v in row.versions.split(", ") if v})
@@ -471,6 +489,8 @@ class Summary:
         _wrap(write_line, "Versions: " + ", ".join(versions) + ". Each system's cell or layer: the report file.")
         if self.conversions_text():
             _wrap(write_line, self.conversions_text())
+        if self.references_text():
+            _wrap(write_line, self.references_text())
         header = ("system", "dtype", "cases", "max|err|", "err/bound", "padded", "chunked", "grads", "step", "bitwise",
                   "caught", "verdict")
         for family in sorted({row.family for row in self.systems.values()}, key=_family_order):

@@ -28,9 +28,11 @@ def cache(tmp_path, monkeypatch):
     directory = tmp_path / "references"
     monkeypatch.setenv(CACHE_VAR, str(directory))
     monkeypatch.delenv(OFF_VAR, raising=False)
+    run = dict(COUNTS)  # the run's own counts, for its summary: not this test's
     new_process()
     yield directory
     new_process()
+    COUNTS.update(run)
 
 
 def new_process():
@@ -258,3 +260,20 @@ def test_a_path_that_is_no_directory_is_refused_before_any_test(tmp_path, monkey
     monkeypatch.setenv(CACHE_VAR, str(tmp_path / "a-file"))
     with pytest.raises(ValueError, match="reference cache .*: not a writable directory"):
         kept_cache.check_cache_directory()
+
+
+def test_a_second_run_reads_what_the_first_computed_and_the_summary_says_so(tmp_path):
+    """Two whole runs of one system's reference tests on one cache directory (child processes): the first computes
+    every reference and bound, the second reads them all; the summary's header counts both."""
+    from tests.harness.test_pytest_run import run_pytest
+
+    env = {CACHE_VAR: str(tmp_path / "references")}
+    args = ("-o", "addopts=", "--systems=numpy-split", "tests/equivalence/test_reference.py")
+    code, first = run_pytest(*args, env=env)
+    assert code == pytest.ExitCode.OK, first
+    line = next(line for line in first.splitlines() if line.startswith("References and bounds:"))
+    total = int(line.split(" of ")[1].split()[0])
+    assert total > 0 and line.startswith("References and bounds: 0 of "), line
+    code, second = run_pytest(*args, env=env)
+    assert code == pytest.ExitCode.OK, second
+    assert f"References and bounds: {total} of {total} from the reference cache." in second, second
