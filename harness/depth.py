@@ -85,7 +85,9 @@ rule where it runs:
 - tests/equivalence/test_half_onnx.py: ONNX Runtime's float16 nodes, each system's last (richest) configuration and
   first wrong mapping; at full depth every configuration and wrong mapping;
 - tests/harness/test_conversion_cache.py: the two processes writing one entry write it 25 times each, not
-  100 (the reads still meet the writes: the test asserts it).
+  100 (the reads still meet the writes: the test asserts it);
+- tests/cli/test_verify_half.py: a wrong port rounded to a half format, every pair of a family (LSTM, GRU), a
+  format and a mistake (8 of 16 verifies, each diagnosing: some 1.5 s), with the ``factors`` marker.
 
 Tests of a framework's machinery run where the run selects that framework's systems, as a child run about a
 system does (``require_system``): tests/harness/test_jax_cache.py's JAX processes where a system on JAX is

@@ -120,19 +120,23 @@ MISTAKES = ["each gate block of W_h transposed", "the {} gates {} and {} exchang
             "b_h (bias_hh, the recurrent bias) dropped", "the summed bias b_x + b_h put in both slots (doubled)"]
 
 
-@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
-@pytest.mark.parametrize("family, gates", [("lstm", ("i", "f")), ("gru", ("r", "z"))], ids=["lstm", "gru"])
-def test_a_wrong_port_rounded_to_a_half_format_is_caught_and_named(family, gates, fmt):
-    """Each mistake made on the float32 weights (the diagnosis's catalogue: every layer), then rounded to the format:
+# Short of full depth, every pair of a family, a format and a mistake (8 of the 16: harness/depth.py, "Tests of
+# the reference and the machinery"); each verify diagnoses, trying every mistake of its catalogue (about 1.5 s).
+@pytest.mark.factors(**{"family,gates": [pytest.param("lstm", ("i", "f"), id="lstm"),
+                                         pytest.param("gru", ("r", "z"), id="gru")],
+                        "fmt": ["float16", "bfloat16"],
+                        "what": [pytest.param(what, id=f"mistake{i}") for i, what in enumerate(MISTAKES)]})
+def test_a_wrong_port_rounded_to_a_half_format_is_caught_and_named(family, gates, fmt, what):
+    """A mistake made on the float32 weights (the diagnosis's catalogue: every layer), then rounded to the format:
     the parameters name the tensors that are not the original's rounded, every run exceeds its bound, and the
     diagnosis names the mistake (judged by the bound of the mistake's weights rounded)."""
     stack = StackParams.random(family, 3, 5, 2, seed=7, dtype=np.float32)
     original, catalogue = float_module(stack, (2, False)), dict(mistakes(stack))
-    for mistake in (what.format(family.upper(), *gates) for what in MISTAKES):
-        verdict = verify_modules(original, half_module(catalogue[mistake](stack), fmt, (2, False)), steps=3)
-        assert not verdict.equivalent and verdict.half.differing, (mistake, verdict.reason)
-        assert all(c.ratio > 1 for c in verdict.half.runs.values()), (mistake, verdict.reason)
-        assert mistake in [e.mistake for e in verdict.diagnosis], (mistake, verdict.explanations())
+    mistake = what.format(family.upper(), *gates)
+    verdict = verify_modules(original, half_module(catalogue[mistake](stack), fmt, (2, False)), steps=3)
+    assert not verdict.equivalent and verdict.half.differing, (mistake, verdict.reason)
+    assert all(c.ratio > 1 for c in verdict.half.runs.values()), (mistake, verdict.reason)
+    assert mistake in [e.mistake for e in verdict.diagnosis], (mistake, verdict.explanations())
 
 
 def test_a_wrong_port_in_float16_exits_1_with_the_diagnosis(tmp_path):
