@@ -36,6 +36,7 @@ has the equations, ``OPTIONS`` the name of each):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -50,7 +51,14 @@ FLOAT_DTYPES_TEXT = "a float16, bfloat16, float32 or float64 array"
 
 def is_float_dtype(dtype) -> bool:
     """Whether ``dtype`` (a NumPy dtype) is one of ``FLOAT_DTYPES``."""
-    return np.dtype(dtype).name in FLOAT_DTYPES
+    return _is_float(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _is_float(dtype: np.dtype) -> bool:
+    # by the dtype object: its name is built afresh on each call (some 6 us), and every parameter of every cell
+    # made (a mapping read back, a random draw) is checked
+    return dtype.name in FLOAT_DTYPES
 GATES = {"rnn": ("h",), "lstm": ("i", "f", "g", "o"), "gru": ("r", "z", "n")}
 GRU_VARIANTS = ("reset_after", "reset_before")
 RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid", "identity", "hard_sigmoid_0.2", "hard_sigmoid_relu6")
@@ -92,7 +100,7 @@ def check_float_array(name: str, value, expected_shape: tuple[int, ...], shape_t
     if array.shape != expected_shape:
         raise ValueError(f"{name}: expected shape {shape_text} = {expected_shape}"
                          f"{f' ({source})' if source else ''}, got {array.shape}")
-    if not np.all(np.isfinite(array)):
+    if not np.isfinite(array).all():
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(array))[0])
         raise ValueError(f"{name}: expected finite values, got {array[index]} at index {index}")
     return array
