@@ -149,14 +149,15 @@ class Case:
         data a run in ``dtype`` starts from: float32 and float64 runs share it, a half format has its own."""
         return _reference(_data(self), data_format(dtype))
 
-    def bound(self, dtype: str) -> dict:
-        """Bound on |computed in ``dtype`` - exact| for every canonical result."""
-        return _bound(_data(self), dtype, data_format(dtype))
+    def bound(self, dtype: str, data: str | None = None) -> dict:
+        """Bound on |computed in ``dtype`` - exact| for every canonical result, from the data a run in ``data``
+        (``dtype`` unless given: a half run judged by another arithmetic's bound) starts from."""
+        return _bound(_data(self), dtype, data_format(data or dtype))
 
-    def bound_vs_reference(self, dtype: str) -> dict:
+    def bound_vs_reference(self, dtype: str, data: str | None = None) -> dict:
         """Allowed |computed in dtype - float64 reference|: both carry rounding error (the reference's on the
         same data)."""
-        return pair_bound(self.bound(dtype), _bound(_data(self), "float64", data_format(dtype)))
+        return pair_bound(self.bound(dtype, data), _bound(_data(self), "float64", data_format(data or dtype)))
 
     def changed_by(self, options, dtype: str) -> bool:
         """Whether the options ``options`` (names) change this case's results beyond the bound in

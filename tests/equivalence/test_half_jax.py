@@ -33,7 +33,7 @@ from rnn_equivalence.reference.config import CELL
 from rnn_equivalence.reference.formats import COMPOSED_ACTIVATION_POLICIES, HALF_FORMATS, finfo, numpy_dtype, round_to
 from rnn_equivalence.reference.params import CellParams
 from rnn_equivalence.reference.precision import run_rounded
-from rnn_equivalence.reference.tolerance import pair_bound, reference_and_bound
+from rnn_equivalence.reference.tolerance import reference_and_bound
 
 JAX_MODULES = ("rnn_equivalence.frameworks.flax_cells", "rnn_equivalence.frameworks.equinox_cells")
 
@@ -55,10 +55,9 @@ def default_on(*names):
 def judged(adapter, case, dtype, bound_dtype):
     """The system run in ``dtype`` on the case's data in that format, against the float64 reference of that data
     within the bound of ``bound_dtype`` (plus the reference's own)."""
-    stack, xs, state = case.exact_data(dtype)
     actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
-    exact, bound = reference_and_bound(stack, xs, state, bound_dtype)
-    bound = pair_bound(bound, reference_and_bound(stack, xs, state, "float64")[1])
+    # the case's reference and bound of that data (computed once, kept: harness/reference_cache.py)
+    exact, bound = case.reference(dtype), case.bound_vs_reference(bound_dtype, data=dtype)
     return compare_outputs(actual, adapter.arrange(exact, case.config), adapter.arrange(bound, case.config),
                            f"{adapter.describe()} in {dtype} vs float64 reference within the {bound_dtype} bound, "
                            f"{case.describe(dtype)}")

@@ -33,7 +33,7 @@ from rnn_equivalence.reference.config import LayerConfig
 from rnn_equivalence.reference.formats import HALF_FORMATS, MIXED_POLICIES, finfo, numpy_dtype, round_to
 from rnn_equivalence.reference.params import CellParams
 from rnn_equivalence.reference.precision import run_rounded
-from rnn_equivalence.reference.tolerance import overflow, pair_bound, reference_and_bound
+from rnn_equivalence.reference.tolerance import overflow, reference_and_bound
 
 HALF_POLICY = {half: half for half in HALF_FORMATS}  # the policy that keeps the variables in half too
 
@@ -58,10 +58,9 @@ def judged(adapter, case, dtype, bound_dtype, config=None):
     """The system run in ``dtype`` on the case's data in that format (under ``config``: the case's, or it with a
     policy), against the float64 reference of that data within the bound of ``bound_dtype`` (plus the
     reference's own)."""
-    stack, xs, state = case.exact_data(dtype)
     actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), config or case.config)
-    exact, bound = reference_and_bound(stack, case._read(xs), state, bound_dtype)
-    bound = pair_bound(bound, reference_and_bound(stack, case._read(xs), state, "float64")[1])
+    # the case's reference and bound of that data (computed once, kept: harness/reference_cache.py)
+    exact, bound = case.reference(dtype), case.bound_vs_reference(bound_dtype, data=dtype)
     return actual, compare_outputs(actual, adapter.arrange(exact, case.config), adapter.arrange(bound, case.config),
                                    f"{adapter.describe()} in {dtype} vs float64 reference within the {bound_dtype} "
                                    f"bound, {case.describe(dtype)}")

@@ -40,10 +40,9 @@ def runs_in_half(cls):
 def judged(adapter, case, dtype, bound_dtype):
     """The system run in ``dtype`` on the case's data in that format, against the float64 reference of that
     data within the bound of ``bound_dtype`` (plus the reference's own)."""
-    stack, xs, state = case.exact_data(dtype)
     actual = adapter.run(case.stack(dtype), case.inputs(dtype), case.state(dtype), case.config)
-    exact, bound = reference_and_bound(stack, xs, state, bound_dtype)
-    bound = pair_bound(bound, reference_and_bound(stack, xs, state, "float64")[1])
+    # the case's reference and bound of that data (computed once, kept: harness/reference_cache.py)
+    exact, bound = case.reference(dtype), case.bound_vs_reference(bound_dtype, data=dtype)
     return compare_outputs(actual, adapter.arrange(exact, case.config), adapter.arrange(bound, case.config),
                            f"{adapter.describe()} in {dtype} vs float64 reference within the {bound_dtype} bound, "
                            f"{case.describe(dtype)}")
