@@ -69,6 +69,8 @@ def as_tensor(torch, array):
     """A NumPy array as a tensor of the same dtype and values: bfloat16 (ml_dtypes', which torch.from_numpy
     refuses) through float32, exactly."""
     array = np.ascontiguousarray(array)
+    if not array.flags.writeable:  # a case's shared, read-only parameters (harness.cases): a tensor of its own
+        array = array.copy()
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
     return torch.from_numpy(array)
