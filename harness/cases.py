@@ -23,7 +23,7 @@ from rnn_equivalence.reference.config import CELL, LayerConfig
 from rnn_equivalence.harness.depth import design
 from rnn_equivalence.reference.formats import HALF_FORMATS, numpy_dtype, round_to, storage_format
 from rnn_equivalence.harness.reference_cache import kept
-from rnn_equivalence.reference.tolerance import TENSORS, chunked_reference_and_bound, pair_bound, reference_and_bound
+from rnn_equivalence.reference.tolerance import chunked_reference_and_bound, pair_bound, reference_and_bound
 from rnn_equivalence.reference.params import CellParams, state_keys
 from rnn_equivalence.reference.padding import HOLES, Mask, Padding
 from rnn_equivalence.reference.params import projection_size, random_inputs, random_state
@@ -95,9 +95,20 @@ class Case:
         return replace(self, **changes)
 
     def stack(self, dtype="float64") -> StackParams:
-        """The parameters in ``dtype``: exact float32 values; in a half format, rounded once to it. Drawn once per
-        process and dtype (a case's every test and every system's of it read them), read-only."""
-        return _stack(_data(self), dtype if isinstance(dtype, str) else np.dtype(dtype).name)
+        """The parameters in ``dtype``: exact float32 values; in a half format, rounded once to it."""
+        if data_format(dtype) != "float32":
+            return self.stack().rounded_to(dtype).astype(numpy_dtype(dtype))
+        c = self.config
+        stack = StackParams.random(self.family, self.input_size, self.hidden_size, c.num_layers, c.bidirectional,
+                                   self.seed, dtype, c.bias, self.activation, self.variant, self.option_names)
+        if self.zero_b_hn:
+            def without_b_hn(p):
+                b_h = p.b_h.copy()
+                b_h[2 * p.hidden_size:] = 0
+                return p.replace(b_h=b_h)
+
+            stack = stack.map(without_b_hn)
+        return stack
 
     @property
     def option_names(self) -> tuple[str, ...]:
@@ -509,28 +520,6 @@ def one_step_mutation_case(adapter) -> Case:
 def _data(case: Case) -> Case:
     """The case as its data: which dtypes it runs in changes neither its reference nor its bounds."""
     return replace(case, dtypes=()) if case.dtypes else case
-
-
-@lru_cache(maxsize=None)
-def _stack(case: Case, dtype: str) -> StackParams:
-    if data_format(dtype) != "float32":
-        stack = case.stack().rounded_to(dtype).astype(numpy_dtype(dtype))
-    else:
-        c = case.config
-        stack = StackParams.random(case.family, case.input_size, case.hidden_size, c.num_layers, c.bidirectional,
-                                   case.seed, dtype, c.bias, case.activation, case.variant, case.option_names)
-        if case.zero_b_hn:
-            def without_b_hn(p):
-                b_h = p.b_h.copy()
-                b_h[2 * p.hidden_size:] = 0
-                return p.replace(b_h=b_h)
-
-            stack = stack.map(without_b_hn)
-    for _, _, cell in stack.cells():  # shared by every caller: a change in place is an error, not a changed case
-        for name in TENSORS:
-            if getattr(cell, name) is not None:
-                getattr(cell, name).setflags(write=False)
-    return stack
 
 
 # Kept across runs besides (``rnn_equivalence.harness.reference_cache``), by the content of what each computation
