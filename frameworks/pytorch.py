@@ -69,7 +69,8 @@ def as_tensor(torch, array):
     """A NumPy array as a tensor of the same dtype and values: bfloat16 (ml_dtypes', which torch.from_numpy
     refuses) through float32, exactly."""
     array = np.ascontiguousarray(array)
-    if not array.flags.writeable:  # a case's shared, read-only parameters (harness.cases): a tensor of its own
+    if not array.flags.writeable:  # read-only (a cached reference's, a kept case's): a tensor of its own, not
+        # one sharing its memory, which torch.from_numpy warns that writing to is undefined
         array = array.copy()
     if array.dtype.name == "bfloat16":
         return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
