@@ -188,23 +188,23 @@ def _share_jax_compilations(config):
 
 def _conversion_cache(config):
     """The directory of the converted models kept across runs (``rnn_equivalence.frameworks.conversion_cache``),
-    checked before any test, or None where ``--no-conversion-cache`` or the environment turns it off. The option
-    is passed on as the environment variable, which the workers and their children inherit (and read)."""
-    if config.getoption("--no-conversion-cache"):
-        os.environ[conversion_cache.OFF_VAR] = "1"
-    try:
-        return conversion_cache.check_cache_directory()
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
+    checked before any test, or None where ``--no-conversion-cache`` or the environment turns it off."""
+    return _cache(config, "--no-conversion-cache", conversion_cache)
 
 
 def _reference_cache(config):
     """The directory of the references and bounds kept across runs (``rnn_equivalence.harness.reference_cache``),
-    checked before any test, as the conversion cache's; the option passed on as its environment variable."""
-    if config.getoption("--no-reference-cache"):
-        os.environ[reference_cache.OFF_VAR] = "1"
+    likewise, or None where ``--no-reference-cache`` or the environment turns it off."""
+    return _cache(config, "--no-reference-cache", reference_cache)
+
+
+def _cache(config, option: str, cache):
+    """A cache module's directory, checked; the option passed on as its environment variable, which the workers
+    and their children inherit (and read). An unusable directory is a usage error, before any test runs."""
+    if config.getoption(option):
+        os.environ[cache.OFF_VAR] = "1"
     try:
-        return reference_cache.check_cache_directory()
+        return cache.check_cache_directory()
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
 

@@ -94,7 +94,13 @@ def cache_directory(environ=os.environ) -> Path | None:
 def check_cache_directory(environ=os.environ) -> Path | None:
     """``cache_directory``, created and checked writable once, before a run: an unusable one is an error
     that says how to choose another or turn the cache off (not a failure in every converter test)."""
-    directory = cache_directory(environ)
+    return writable(cache_directory(environ), "conversion cache", CACHE_VAR, f"{OFF_VAR}=1 to convert without a cache")
+
+
+def writable(directory: Path | None, what: str, choose_var: str, off: str) -> Path | None:
+    """``directory`` (None: the cache is off), created and checked writable; else a ValueError naming ``what``,
+    the variable that chooses another (``choose_var``) and how to turn it off (``off``). The reference cache's too
+    (``rnn_equivalence.harness.reference_cache``)."""
     if directory is None:
         return None
     try:
@@ -102,8 +108,8 @@ def check_cache_directory(environ=os.environ) -> Path | None:
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as error:
-        raise ValueError(f"conversion cache {directory}: not a writable directory ({error}); set {CACHE_VAR} to "
-                         f"one, or {OFF_VAR}=1 to convert without a cache") from None
+        raise ValueError(f"{what} {directory}: not a writable directory ({error}); set {choose_var} to one, or "
+                         f"{off}") from None
     return directory
 
 

@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from rnn_equivalence.frameworks.conversion_cache import (cache_directory as conversion_directory, files_digest,
-                                                         read_entry, rejected, write_entry)
+                                                         read_entry, rejected, writable, write_entry)
 
 CACHE_VAR = "RNN_EQ_REFERENCE_CACHE"
 OFF_VAR = "RNN_EQ_NO_REFERENCE_CACHE"
@@ -73,17 +72,8 @@ def cache_directory(environ=os.environ) -> Path | None:
 def check_cache_directory(environ=os.environ) -> Path | None:
     """``cache_directory``, created and checked writable before a run: an unusable one is an error saying how to
     choose another or turn the cache off."""
-    directory = cache_directory(environ)
-    if directory is None:
-        return None
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as error:
-        raise ValueError(f"reference cache {directory}: not a writable directory ({error}); set {CACHE_VAR} to "
-                         f"one, or {OFF_VAR}=1 to compute every reference afresh") from None
-    return directory
+    return writable(cache_directory(environ), "reference cache", CACHE_VAR, f"{OFF_VAR}=1 to compute every reference "
+                    "afresh")
 
 
 # --- the key ---------------------------------------------------------------------------------------
